@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/llmplanner/planner/predict"
+)
+
+func init() {
+	register(command{
+		name:    "eval-predictors",
+		summary: "next-interval MAPE/MAE of every load predictor on the shared request traces",
+		run:     runEvalPredictors,
+	})
+}
+
+// evalPredictor is one predictor configuration of the evaluation.
+type evalPredictor struct {
+	name string
+	opts predict.Options
+}
+
+// evalPredictors are the configurations compared, in table order.
+var evalPredictors = []evalPredictor{
+	{"constant", predict.Options{Kind: predict.Constant}},
+	{"arima", predict.Options{Kind: predict.ARIMA}},
+	{"kalman", predict.Options{Kind: predict.Kalman}},
+	{"prophet", predict.Options{Kind: predict.Prophet}},
+	{"arima+log1p", predict.Options{Kind: predict.ARIMA, Log1p: true}},
+	{"kalman+log1p", predict.Options{Kind: predict.Kalman, Log1p: true}},
+}
+
+// evalSeries is one request-count series to forecast.
+type evalSeries struct {
+	trace    string  // file name
+	series   string  // "requests", or the model for ServeGen rows
+	interval float64 // seconds
+	counts   []float64
+}
+
+// evalResult is one row of the report.
+type evalResult struct {
+	Trace     string   `json:"trace"`
+	Series    string   `json:"series"`
+	Interval  float64  `json:"interval_seconds"`
+	Predictor string   `json:"predictor"`
+	Intervals int      `json:"intervals"` // forecasts made (every interval after the first)
+	Scored    int      `json:"scored"`    // forecasts whose actual count is > 0 (the MAPE's)
+	MAPE      *float64 `json:"mape_pct"`  // null when nothing was scored
+	MAE       float64  `json:"mae"`       // over every forecast
+	Fallbacks int      `json:"fallbacks"` // forecasts that were the last value (see Forecast.Fallback)
+	Best      bool     `json:"best"`      // lowest MAPE of its series
+}
+
+type evalReport struct {
+	Results []evalResult `json:"results"`
+	Skipped []string     `json:"skipped,omitempty"`
+}
+
+func runEvalPredictors(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eval-predictors", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", filepath.Join("..", "shared", "data", "traces"), "directory of traces (Mooncake .jsonl[.gz], Azure .csv, ServeGen servegen_aggregate*.csv)")
+	intervals := fs.String("intervals", "60,180", "comma-separated bucket lengths in seconds")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	serveGen := fs.Bool("servegen", true, "also evaluate the ServeGen aggregate per model at its native 600 s")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: planner eval-predictors [flags]")
+		fmt.Fprintln(stderr, "\nOnline one-step-ahead forecasts of the request count of every interval from the intervals")
+		fmt.Fprintln(stderr, "before it, for every predictor and trace. MAPE is over intervals whose actual count is > 0.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "eval-predictors: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	ivs, err := parseIntervals(*intervals)
+	if err != nil {
+		fmt.Fprintf(stderr, "eval-predictors: -intervals: %v\n", err)
+		return errUsage
+	}
+	series, skipped, err := loadEvalSeries(*data, ivs, *serveGen)
+	if err != nil {
+		return err
+	}
+	if len(series) == 0 {
+		return fmt.Errorf("no trace found in %s", *data)
+	}
+	var rep evalReport
+	rep.Skipped = skipped
+	if !*asJSON {
+		for _, s := range skipped {
+			fmt.Fprintf(stderr, "eval-predictors: skipped %s\n", s)
+		}
+	}
+	for _, s := range series {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rows, err := evaluateSeries(s)
+		if err != nil {
+			return err
+		}
+		rep.Results = append(rep.Results, rows...)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return printEvalTable(stdout, rep.Results)
+}
+
+func parseIntervals(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%q is not a positive number of seconds", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// loadEvalSeries reads every file of dir (sorted by name): request traces bucketed at each
+// interval, and the ServeGen aggregate (one series per model) when serveGen is set. Files
+// of another format are reported as skipped.
+func loadEvalSeries(dir string, intervals []float64, serveGen bool) (series []evalSeries, skipped []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read trace directory: %w", err)
+	}
+	for _, e := range entries { // os.ReadDir sorts by name
+		if e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		path := filepath.Join(dir, name)
+		if strings.HasPrefix(name, "servegen_aggregate") && strings.HasSuffix(name, ".csv") {
+			if !serveGen {
+				continue
+			}
+			rs, err := predict.ReadServeGenAggregate(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, r := range rs {
+				series = append(series, evalSeries{trace: name, series: r.Model, interval: r.StepSeconds, counts: r.Counts})
+			}
+			continue
+		}
+		reqs, err := predict.ReadTrace(path)
+		if errors.Is(err, predict.ErrUnknownTraceFormat) {
+			skipped = append(skipped, name+" (not a request trace)")
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, iv := range intervals {
+			wins := predict.Bucket(reqs, iv)
+			counts := make([]float64, len(wins))
+			for i, w := range wins {
+				counts[i] = float64(w.Count)
+			}
+			series = append(series, evalSeries{trace: name, series: "requests", interval: iv, counts: counts})
+		}
+	}
+	return series, skipped, nil
+}
+
+// evaluateSeries runs every predictor online over s: the forecast for interval i is made
+// from intervals 0..i-1.
+func evaluateSeries(s evalSeries) ([]evalResult, error) {
+	rows := make([]evalResult, 0, len(evalPredictors))
+	for _, ep := range evalPredictors {
+		o := ep.opts
+		o.StepSeconds = s.interval
+		p, err := predict.New(o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ep.name, err)
+		}
+		r := evalResult{Trace: s.trace, Series: s.series, Interval: s.interval, Predictor: ep.name}
+		var absErr, pctErr float64
+		for i, actual := range s.counts {
+			if i > 0 {
+				f, err := p.Predict()
+				if err != nil {
+					return nil, fmt.Errorf("%s on %s at interval %d: %w", ep.name, s.trace, i, err)
+				}
+				if f.Fallback != "" {
+					r.Fallbacks++
+				}
+				r.Intervals++
+				absErr += math.Abs(f.Value - actual)
+				if actual > 0 {
+					r.Scored++
+					pctErr += math.Abs(f.Value-actual) / actual
+				}
+			}
+			p.Add(actual)
+		}
+		if r.Intervals > 0 {
+			r.MAE = absErr / float64(r.Intervals)
+		}
+		if r.Scored > 0 {
+			m := 100 * pctErr / float64(r.Scored)
+			r.MAPE = &m
+		}
+		rows = append(rows, r)
+	}
+	best := -1
+	for i, r := range rows {
+		if r.MAPE != nil && (best < 0 || *r.MAPE < *rows[best].MAPE) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		rows[best].Best = true
+	}
+	return rows, nil
+}
+
+func printEvalTable(w io.Writer, rows []evalResult) error {
+	header := []string{"trace", "series", "interval", "predictor", "forecasts", "scored", "MAPE %", "MAE", "fallbacks"}
+	rightAligned := []bool{false, false, true, false, true, true, true, true, true}
+	cells := [][]string{header}
+	var breaks []bool // a blank line before this row
+	breaks = append(breaks, false)
+	prev := ""
+	for _, r := range rows {
+		key := fmt.Sprintf("%s/%s/%v", r.Trace, r.Series, r.Interval)
+		breaks = append(breaks, prev != "" && key != prev)
+		prev = key
+		mape := "-"
+		if r.MAPE != nil {
+			mape = strconv.FormatFloat(*r.MAPE, 'f', 1, 64)
+			if r.Best {
+				mape = "*" + mape
+			}
+		}
+		cells = append(cells, []string{
+			shortTrace(r.Trace), r.Series, strconv.FormatFloat(r.Interval, 'f', -1, 64) + "s", r.Predictor,
+			strconv.Itoa(r.Intervals), strconv.Itoa(r.Scored), mape, strconv.FormatFloat(r.MAE, 'f', 1, 64),
+			strconv.Itoa(r.Fallbacks),
+		})
+	}
+	widths := make([]int, len(header))
+	for _, row := range cells {
+		for i, c := range row {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for n, row := range cells {
+		if breaks[n] {
+			b.WriteByte('\n')
+		}
+		for i, c := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", widths[i]-len(c))
+			if rightAligned[i] {
+				b.WriteString(pad + c)
+			} else if i < len(row)-1 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(c)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("\n* lowest MAPE of the series. forecasts: intervals after the first; scored: those with\n")
+	b.WriteString("requests (the MAPE's); MAE over all forecasts; fallbacks: forecasts that were the last value.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// shortTrace trims the file name's extensions for the table.
+func shortTrace(name string) string {
+	for _, ext := range []string{".gz", ".jsonl", ".csv"} {
+		name = strings.TrimSuffix(name, ext)
+	}
+	return name
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// evalTestData writes a small Mooncake trace (20 minutes, a rising rate), an Azure trace,
+// a ServeGen aggregate and a file of another format.
+func evalTestData(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var jl strings.Builder
+	for m := range 20 {
+		for i := range 5 + m {
+			fmt.Fprintf(&jl, "{\"timestamp\": %d, \"input_length\": 100, \"output_length\": 10, \"hash_ids\": [1]}\n", m*60000+i*1000)
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mc.jsonl"), []byte(jl.String()), 0o644))
+	var az strings.Builder
+	az.WriteString("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+	for m := range 12 {
+		for i := range 3 + m%4 {
+			fmt.Fprintf(&az, "2023-11-16 18:%02d:%02d.5000000,2000,20\n", m, i)
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "az.csv"), []byte(az.String()), 0o644))
+	var sg strings.Builder
+	sg.WriteString("category,model,timestamp_s,total_rate_rps,active_clients\n")
+	for i := range 12 {
+		fmt.Fprintf(&sg, "language,m-test,%d,%d.5,4\n", i*600, 2+i%3)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.csv"), []byte("a,b\n1,2\n"), 0o644))
+	return dir
+}
+
+func TestEvalPredictorsTable(t *testing.T) {
+	dir := evalTestData(t)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"eval-predictors", "--data", dir, "--intervals", "60,120"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	text := out.String()
+	for _, want := range []string{"predictor", "MAPE %", "constant", "arima", "kalman", "prophet", "arima+log1p", "kalman+log1p", "m-test", "600s", "120s"} {
+		require.Contains(t, text, want)
+	}
+	require.Contains(t, errb.String(), "skipped notes.csv (not a request trace)")
+	// 2 traces x 2 intervals + 1 ServeGen model = 5 series of 6 predictors (+ header).
+	rows := 0
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "mc ") || strings.HasPrefix(line, "az ") || strings.HasPrefix(line, "servegen") {
+			rows++
+		}
+	}
+	require.Equal(t, 30, rows)
+}
+
+func TestEvalPredictorsJSON(t *testing.T) {
+	dir := evalTestData(t)
+	var out, errb bytes.Buffer
+	require.NoError(t, runEvalPredictors(context.Background(), []string{"--data", dir, "--intervals", "60", "--json", "--servegen=false"}, &out, &errb))
+	var rep evalReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Len(t, rep.Results, 2*len(evalPredictors))
+	require.Equal(t, []string{"notes.csv (not a request trace)"}, rep.Skipped)
+	best := 0
+	for _, r := range rep.Results {
+		require.Equal(t, 60.0, r.Interval)
+		require.Positive(t, r.Intervals)
+		require.NotNil(t, r.MAPE)
+		require.GreaterOrEqual(t, r.MAE, 0.0)
+		if r.Best {
+			best++
+		}
+	}
+	require.Equal(t, 2, best, "one best predictor per series")
+	// The Mooncake series rises by one request a minute: 19 forecasts, all scored, and the
+	// constant predictor is off by exactly one each time.
+	for _, r := range rep.Results {
+		if r.Trace == "mc.jsonl" && r.Predictor == "constant" {
+			require.Equal(t, 19, r.Intervals)
+			require.Equal(t, 19, r.Scored)
+			require.InDelta(t, 1.0, r.MAE, 1e-12)
+		}
+	}
+}
+
+func TestEvalPredictorsErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	ctx := context.Background()
+	require.ErrorIs(t, runEvalPredictors(ctx, []string{"--no-such-flag"}, &out, &errb), errUsage)
+	require.ErrorIs(t, runEvalPredictors(ctx, []string{"--intervals", "60,-3"}, &out, &errb), errUsage)
+	require.ErrorIs(t, runEvalPredictors(ctx, []string{"extra"}, &out, &errb), errUsage)
+	err := runEvalPredictors(ctx, []string{"--data", filepath.Join(t.TempDir(), "nope")}, &out, &errb)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	err = runEvalPredictors(ctx, []string{"--data", t.TempDir()}, &out, &errb)
+	require.ErrorContains(t, err, "no trace found")
+
+	bad := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "x.jsonl"), []byte("{\"timestamp\": 1}\n"), 0o644))
+	err = runEvalPredictors(ctx, []string{"--data", bad}, &out, &errb)
+	require.ErrorContains(t, err, "x.jsonl:1:")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	err = runEvalPredictors(cancelled, []string{"--data", evalTestData(t)}, &out, &errb)
+	require.ErrorIs(t, err, context.Canceled)
+}

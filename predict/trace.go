@@ -1,0 +1,342 @@
+package predict
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Request is one request of a trace.
+type Request struct {
+	// Arrival is the arrival time in seconds after the trace's first request.
+	Arrival float64
+	// InputTokens is the prompt length (ISL).
+	InputTokens int
+	// OutputTokens is the generated length (OSL).
+	OutputTokens int
+}
+
+// ErrUnknownTraceFormat is returned (wrapped) by ReadTrace for a file that is neither a
+// Mooncake JSONL trace nor an Azure LLM inference CSV trace.
+var ErrUnknownTraceFormat = errors.New("unknown trace format")
+
+// azureHeader is the header of the Azure LLM inference traces (2023).
+var azureHeader = []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
+
+// azureTimeLayout parses "2023-11-16 18:17:03.9799600" (fractional seconds are accepted
+// whatever their length; the time is taken as UTC).
+const azureTimeLayout = "2006-01-02 15:04:05"
+
+// ReadTrace reads a request trace: Mooncake JSONL (one object a line with `timestamp` in
+// ms, `input_length`, `output_length`; other keys ignored) or the Azure LLM inference CSV
+// (TIMESTAMP,ContextTokens,GeneratedTokens). Files ending in .gz are decompressed. The
+// format is recognised from the content (a JSON object or the Azure header). Requests are
+// returned in arrival order, with arrival times relative to the earliest request. A
+// malformed line is an error naming the file and the line.
+func ReadTrace(path string) ([]Request, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("predict: read trace: %w", err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("predict: read trace %s: %w", path, err)
+		}
+		defer gz.Close()
+		r = gz
+	}
+	br := bufio.NewReaderSize(r, 1<<16)
+	head, _ := br.Peek(512)
+	head = bytes.TrimLeft(head, " \t\r\n\ufeff")
+	var reqs []Request
+	switch {
+	case len(head) == 0:
+		return nil, nil
+	case head[0] == '{':
+		reqs, err = readMooncake(path, br)
+	case bytes.HasPrefix(head, []byte(strings.Join(azureHeader, ","))):
+		reqs, err = readAzure(path, br)
+	default:
+		return nil, fmt.Errorf("predict: read trace %s: %w (want Mooncake JSONL or an Azure CSV with header %s)",
+			path, ErrUnknownTraceFormat, strings.Join(azureHeader, ","))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return relative(reqs), nil
+}
+
+// relative sorts by arrival (stable) and makes arrivals relative to the earliest.
+func relative(reqs []Request) []Request {
+	if len(reqs) == 0 {
+		return reqs
+	}
+	slices.SortStableFunc(reqs, func(a, b Request) int {
+		switch {
+		case a.Arrival < b.Arrival:
+			return -1
+		case a.Arrival > b.Arrival:
+			return 1
+		}
+		return 0
+	})
+	t0 := reqs[0].Arrival
+	for i := range reqs {
+		reqs[i].Arrival -= t0
+	}
+	return reqs
+}
+
+type mooncakeLine struct {
+	Timestamp    *float64 `json:"timestamp"`
+	InputLength  *float64 `json:"input_length"`
+	OutputLength *float64 `json:"output_length"`
+}
+
+func readMooncake(path string, r *bufio.Reader) ([]Request, error) {
+	var reqs []Request
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var m mooncakeLine
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
+		}
+		switch {
+		case m.Timestamp == nil || m.InputLength == nil || m.OutputLength == nil:
+			return nil, fmt.Errorf("predict: %s:%d: need timestamp, input_length and output_length", path, line)
+		case !finite(*m.Timestamp):
+			return nil, fmt.Errorf("predict: %s:%d: timestamp is not finite", path, line)
+		}
+		in, err := tokenCount(*m.InputLength)
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: input_length: %w", path, line, err)
+		}
+		out, err := tokenCount(*m.OutputLength)
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: output_length: %w", path, line, err)
+		}
+		reqs = append(reqs, Request{Arrival: *m.Timestamp / 1000, InputTokens: in, OutputTokens: out})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("predict: %s:%d: %w", path, line+1, err)
+	}
+	return reqs, nil
+}
+
+func tokenCount(v float64) (int, error) {
+	if !(v >= 0) || v != math.Trunc(v) || v > math.MaxInt32 {
+		return 0, fmt.Errorf("%v is not a non-negative integer", v)
+	}
+	return int(v), nil
+}
+
+func readAzure(path string, r io.Reader) ([]Request, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	var (
+		reqs  []Request
+		times []int64
+	)
+	for line := 1; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
+		}
+		if line == 1 {
+			continue // the header, checked by ReadTrace
+		}
+		if len(rec) != len(azureHeader) {
+			return nil, fmt.Errorf("predict: %s:%d: want %d fields, got %d", path, line, len(azureHeader), len(rec))
+		}
+		ts, err := time.Parse(azureTimeLayout, strings.TrimSpace(rec[0]))
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: TIMESTAMP: %w", path, line, err)
+		}
+		in, err := strconv.Atoi(strings.TrimSpace(rec[1]))
+		if err != nil || in < 0 {
+			return nil, fmt.Errorf("predict: %s:%d: ContextTokens %q is not a non-negative integer", path, line, rec[1])
+		}
+		out, err := strconv.Atoi(strings.TrimSpace(rec[2]))
+		if err != nil || out < 0 {
+			return nil, fmt.Errorf("predict: %s:%d: GeneratedTokens %q is not a non-negative integer", path, line, rec[2])
+		}
+		times = append(times, ts.UnixNano())
+		reqs = append(reqs, Request{InputTokens: in, OutputTokens: out})
+	}
+	if len(times) == 0 {
+		return reqs, nil
+	}
+	t0 := slices.Min(times) // exact integer nanoseconds before converting to seconds
+	for i := range reqs {
+		reqs[i].Arrival = float64(times[i]-t0) / 1e9
+	}
+	return reqs, nil
+}
+
+// Window is one throughput interval of a bucketed trace.
+type Window struct {
+	// Start is the window start in seconds (a multiple of the interval).
+	Start float64
+	// Count is the number of requests that arrived in [Start, Start+interval).
+	Count int
+	// AvgISL and AvgOSL are the mean input and output lengths, 0 for an empty window.
+	AvgISL float64
+	AvgOSL float64
+}
+
+// Bucket groups requests into consecutive windows of intervalSeconds, from the window of the
+// earliest request to that of the latest; empty windows are kept as zero rows so the series
+// is continuous (Dynamo trace_data). It returns nil for no requests or a non-positive
+// interval.
+func Bucket(reqs []Request, intervalSeconds float64) []Window {
+	if len(reqs) == 0 || !(intervalSeconds > 0) || math.IsInf(intervalSeconds, 0) {
+		return nil
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range reqs {
+		lo, hi = math.Min(lo, r.Arrival), math.Max(hi, r.Arrival)
+	}
+	first := math.Floor(lo / intervalSeconds)
+	n := int(math.Floor(hi/intervalSeconds)-first) + 1
+	wins := make([]Window, n)
+	sumISL := make([]float64, n)
+	sumOSL := make([]float64, n)
+	for i := range wins {
+		wins[i].Start = (first + float64(i)) * intervalSeconds
+	}
+	for _, r := range reqs {
+		i := int(math.Floor(r.Arrival/intervalSeconds) - first)
+		wins[i].Count++
+		sumISL[i] += float64(r.InputTokens)
+		sumOSL[i] += float64(r.OutputTokens)
+	}
+	for i := range wins {
+		if c := wins[i].Count; c > 0 {
+			wins[i].AvgISL = sumISL[i] / float64(c)
+			wins[i].AvgOSL = sumOSL[i] / float64(c)
+		}
+	}
+	return wins
+}
+
+// Warmup feeds bucketed windows to the three predictors of the throughput loop (any may be
+// nil) and then calls ResetIdleSkip on each, so live leading zeros are skipped again. As in
+// the live loop (Dynamo's idle normalisation), an empty window adds a zero request count and
+// carries the last known ISL and OSL instead of adding zeros.
+func Warmup(numReq, isl, osl Predictor, windows []Window) {
+	for _, w := range windows {
+		if numReq != nil {
+			numReq.Add(float64(w.Count))
+		}
+		if isl != nil {
+			if w.Count > 0 {
+				isl.Add(w.AvgISL)
+			} else {
+				isl.Add(isl.LastValue())
+			}
+		}
+		if osl != nil {
+			if w.Count > 0 {
+				osl.Add(w.AvgOSL)
+			} else {
+				osl.Add(osl.LastValue())
+			}
+		}
+	}
+	for _, p := range []Predictor{numReq, isl, osl} {
+		if p != nil {
+			p.ResetIdleSkip()
+		}
+	}
+}
+
+// RateSeries is one model's request-rate series from the ServeGen aggregate CSV.
+type RateSeries struct {
+	// Category and Model identify the series ("language", "m-large").
+	Category, Model string
+	// StepSeconds is the window length (600 s in the published data).
+	StepSeconds float64
+	// Counts are requests per window (total_rate_rps × window length), in time order.
+	Counts []float64
+}
+
+// ReadServeGenAggregate reads servegen_aggregate_10min.csv (columns category, model,
+// timestamp_s, total_rate_rps, ...): one series per (category, model), in order of first
+// appearance, windows of 600 s. Missing windows inside a series are an error.
+func ReadServeGenAggregate(path string) ([]RateSeries, error) {
+	const step = 600.0
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("predict: read servegen aggregate: %w", err)
+	}
+	defer f.Close()
+	cr := csv.NewReader(bufio.NewReader(f))
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("predict: %s:1: %w", path, err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.TrimSpace(h)] = i
+	}
+	for _, need := range []string{"category", "model", "timestamp_s", "total_rate_rps"} {
+		if _, ok := col[need]; !ok {
+			return nil, fmt.Errorf("predict: %s:1: missing column %q", path, need)
+		}
+	}
+	var out []RateSeries
+	index := map[[2]string]int{}
+	last := map[[2]string]float64{}
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
+		}
+		key := [2]string{rec[col["category"]], rec[col["model"]]}
+		ts, err1 := strconv.ParseFloat(rec[col["timestamp_s"]], 64)
+		rate, err2 := strconv.ParseFloat(rec[col["total_rate_rps"]], 64)
+		if err1 != nil || err2 != nil || !finite(ts) || !finite(rate) || rate < 0 {
+			return nil, fmt.Errorf("predict: %s:%d: bad timestamp_s %q or total_rate_rps %q", path, line, rec[col["timestamp_s"]], rec[col["total_rate_rps"]])
+		}
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, RateSeries{Category: key[0], Model: key[1], StepSeconds: step})
+		} else if ts != last[key]+step {
+			return nil, fmt.Errorf("predict: %s:%d: %s/%s jumps from %v s to %v s (want windows of %v s)", path, line, key[0], key[1], last[key], ts, step)
+		}
+		last[key] = ts
+		out[i].Counts = append(out[i].Counts, rate*step)
+	}
+	return out, nil
+}

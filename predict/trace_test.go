@@ -1,0 +1,177 @@
+package predict
+
+import (
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if filepath.Ext(name) == ".gz" {
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		zw := gzip.NewWriter(f)
+		_, err = zw.Write([]byte(content))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		require.NoError(t, f.Close())
+		return path
+	}
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+const mooncakeSample = `{"timestamp": 1000, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2]}
+{"timestamp": 1000, "input_length": 100, "output_length": 10}
+
+{"timestamp": 250000, "input_length": 300, "output_length": 30, "extra": {"a": 1}}
+`
+
+func TestReadTraceMooncake(t *testing.T) {
+	want := []Request{
+		{Arrival: 0, InputTokens: 6758, OutputTokens: 500},
+		{Arrival: 0, InputTokens: 100, OutputTokens: 10},
+		{Arrival: 249, InputTokens: 300, OutputTokens: 30},
+	}
+	for _, name := range []string{"t.jsonl", "t.jsonl.gz"} {
+		t.Run(name, func(t *testing.T) {
+			got, err := ReadTrace(writeFile(t, name, mooncakeSample))
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+func TestReadTraceAzure(t *testing.T) {
+	path := writeFile(t, "azure.csv", `TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:17:04.0319600,3180,8
+2023-11-16 18:17:03.9799600,4808,10
+2023-11-16 18:18:05,100,1
+`)
+	got, err := ReadTrace(path)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, Request{Arrival: 0, InputTokens: 4808, OutputTokens: 10}, got[0], "sorted, relative to the earliest row")
+	require.InDelta(t, 0.052, got[1].Arrival, 1e-9)
+	require.InDelta(t, 61.02004, got[2].Arrival, 1e-9)
+}
+
+func TestReadTraceErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, content, want string
+	}{
+		{"bad json", "a.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3}\n{\"timestamp\": oops}\n", "a.jsonl:2:"},
+		{"missing key", "b.jsonl", "{\"timestamp\": 1, \"input_length\": 2}\n", "b.jsonl:1: need timestamp, input_length and output_length"},
+		{"fractional tokens", "c.jsonl", "{\"timestamp\": 1, \"input_length\": 2.5, \"output_length\": 3}\n", "c.jsonl:1: input_length"},
+		{"bad time", "d.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1,2\nyesterday,1,2\n", "d.csv:3: TIMESTAMP"},
+		{"bad tokens", "e.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,-1,2\n", "e.csv:2: ContextTokens"},
+		{"field count", "f.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1\n", "f.csv:2: want 3 fields"},
+		{"unknown", "g.csv", "a,b,c\n1,2,3\n", "unknown trace format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadTrace(writeFile(t, tc.file, tc.content))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := ReadTrace(filepath.Join(t.TempDir(), "missing.jsonl"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = ReadTrace(writeFile(t, "h.csv", "x,y\n"))
+	require.ErrorIs(t, err, ErrUnknownTraceFormat)
+}
+
+func TestBucket(t *testing.T) {
+	reqs := []Request{
+		{Arrival: 0, InputTokens: 100, OutputTokens: 10},
+		{Arrival: 59.9, InputTokens: 300, OutputTokens: 30},
+		{Arrival: 60, InputTokens: 50, OutputTokens: 5},
+		{Arrival: 200, InputTokens: 10, OutputTokens: 1},
+	}
+	require.Equal(t, []Window{
+		{Start: 0, Count: 2, AvgISL: 200, AvgOSL: 20},
+		{Start: 60, Count: 1, AvgISL: 50, AvgOSL: 5},
+		{Start: 120, Count: 0},
+		{Start: 180, Count: 1, AvgISL: 10, AvgOSL: 1},
+	}, Bucket(reqs, 60))
+	require.Nil(t, Bucket(nil, 60))
+	require.Nil(t, Bucket(reqs, 0))
+}
+
+func TestWarmup(t *testing.T) {
+	mk := func() Predictor {
+		p, err := New(Options{Kind: Constant})
+		require.NoError(t, err)
+		return p
+	}
+	n, isl, osl := mk(), mk(), mk()
+	Warmup(n, isl, osl, []Window{
+		{Start: 0, Count: 0},
+		{Start: 60, Count: 2, AvgISL: 200, AvgOSL: 20},
+		{Start: 120, Count: 0},
+		{Start: 180, Count: 1, AvgISL: 10, AvgOSL: 1},
+	})
+	require.Equal(t, []float64{2, 0, 1}, n.State().Values, "the leading idle window is skipped")
+	require.Equal(t, []float64{200, 200, 10}, isl.State().Values, "idle windows carry the last ISL")
+	require.Equal(t, []float64{20, 20, 1}, osl.State().Values)
+	for _, p := range []Predictor{n, isl, osl} {
+		require.False(t, p.State().Active, "ResetIdleSkip after warm-up")
+	}
+	n.Add(0)
+	require.Equal(t, []float64{2, 0, 1}, n.State().Values, "live leading zeros are skipped again")
+	Warmup(nil, nil, nil, []Window{{Count: 1}}) // nil predictors are allowed
+}
+
+func TestReadServeGenAggregate(t *testing.T) {
+	path := writeFile(t, "sg.csv", `category,model,timestamp_s,total_rate_rps,active_clients
+language,m-large,0,2.5,43
+language,m-large,600,1.0,40
+reason,r1,0,0.5,3
+language,m-large,1200,0,41
+`)
+	got, err := ReadServeGenAggregate(path)
+	require.NoError(t, err)
+	require.Equal(t, []RateSeries{
+		{Category: "language", Model: "m-large", StepSeconds: 600, Counts: []float64{1500, 600, 0}},
+		{Category: "reason", Model: "r1", StepSeconds: 600, Counts: []float64{300}},
+	}, got)
+
+	_, err = ReadServeGenAggregate(writeFile(t, "gap.csv", "category,model,timestamp_s,total_rate_rps\nl,m,0,1\nl,m,1800,1\n"))
+	require.ErrorContains(t, err, "gap.csv:3: l/m jumps from 0 s to 1800 s")
+	_, err = ReadServeGenAggregate(writeFile(t, "cols.csv", "category,model\n"))
+	require.ErrorContains(t, err, `missing column "timestamp_s"`)
+}
+
+// The shared traces, when present (../shared/data/traces from the module root).
+func TestReadSharedTraces(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "data", "traces")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("shared traces not present")
+	}
+	for _, tc := range []struct {
+		file string
+		rows int
+		span float64 // seconds, approximately
+	}{
+		{"AzureLLMInferenceTrace_code_2023.csv", 8819, 57 * 60},
+		{"mooncake_fast25_conversation_trace.jsonl", 12031, 59 * 60},
+		{"mooncake_fast25_synthetic_trace.jsonl", 3993, 17 * 60},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			reqs, err := ReadTrace(filepath.Join(dir, tc.file))
+			require.NoError(t, err)
+			require.Len(t, reqs, tc.rows)
+			require.Zero(t, reqs[0].Arrival)
+			require.InDelta(t, tc.span, reqs[len(reqs)-1].Arrival, 120)
+			wins := Bucket(reqs, 60)
+			total := 0
+			for _, w := range wins {
+				total += w.Count
+			}
+			require.Equal(t, tc.rows, total)
+		})
+	}
+}
