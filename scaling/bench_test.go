@@ -1,0 +1,95 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+)
+
+// benchDisagg is a disaggregated sla planner with both loops, its models bootstrapped from
+// the H200 profile, 4 prefill and 4 decode engines.
+func benchDisagg(b *testing.B, predictor string) (*Planner, State, Input) {
+	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := mustPlanner(b, slaConfig(func(c *config.Config) {
+		c.EnableLoadScaling, c.MaxGPUBudget, c.LoadPredictor = true, 32, predictor
+	}))
+	st := mustInit(b, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)})
+	in := Input{Workers: counts(4, 4), Capabilities: WorkerCapabilities{
+		Prefill: &EngineCapabilities{NumGPU: 1, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, ContextLength: 16384},
+		Decode:  &EngineCapabilities{NumGPU: 1, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, ContextLength: 16384, MaxKVTokens: profile.Decode.MaxKVTokens},
+	}, FPM: &FPMObservations{}}
+	for i := 0; i < 4; i++ {
+		in.FPM.Prefill = append(in.FPM.Prefill, perf.FPM{Version: 1, WorkerID: fmt.Sprintf("p%d", i), WallTime: 0.06 + 0.001*float64(i),
+			Scheduled: perf.ScheduledRequests{NumPrefillRequests: 1, SumPrefillTokens: 3000 + int64(i)*100},
+			Queued:    perf.QueuedRequests{NumPrefillRequests: 2, SumPrefillTokens: 6000}})
+		in.FPM.Decode = append(in.FPM.Decode, perf.FPM{Version: 1, WorkerID: fmt.Sprintf("d%d", i), WallTime: 0.012 + 0.0005*float64(i),
+			Scheduled: perf.ScheduledRequests{NumDecodeRequests: 40, SumDecodeKVTokens: 130000 + int64(i)*5000}})
+	}
+	return p, st, in
+}
+
+// BenchmarkDecideLoadTick is one load tick without forecasting: observe 8 FPMs into the
+// perf models, refit, estimate every engine with the consolidation checks, combine with the
+// throughput floors and the GPU budget. Target: <= 100 µs.
+func BenchmarkDecideLoadTick(b *testing.B) {
+	p, st, in := benchDisagg(b, config.PredictorConstant)
+	in.Now = p.NextTick(st).At
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := p.Decide(st, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecideThresholdTick is one load tick of a threshold target (no perf model).
+func BenchmarkDecideThresholdTick(b *testing.B) {
+	c := config.Default()
+	c.Environment = config.EnvNoop
+	p := mustPlanner(b, c)
+	st := mustInit(b, p, 0, Bootstrap{})
+	_, _, in := benchDisagg(b, config.PredictorConstant)
+	in.Now = p.NextTick(st).At
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := p.Decide(st, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecideThroughputTick is a merged load and throughput tick with each predictor
+// holding 50 points of history: the forecast, the capacity searches and the load step.
+func BenchmarkDecideThroughputTick(b *testing.B) {
+	for _, pred := range []string{config.PredictorConstant, config.PredictorKalman, config.PredictorARIMA, config.PredictorProphet} {
+		b.Run(pred, func(b *testing.B) {
+			p, st, in := benchDisagg(b, pred)
+			// 50 throughput intervals of a noisy sinusoidal load to warm the predictors.
+			for i := 0; i < 50; i++ {
+				st.NextThroughputAt = ptr(float64(i+1) * 180)
+				st.NextLoadAt = ptr(1e12)
+				nr := 2000 + 1500*math.Sin(float64(i)/6) + float64((i*37)%200)
+				var err error
+				st, _, _, err = p.Decide(st, Input{Now: *st.NextThroughputAt, Workers: counts(4, 4), Capabilities: in.Capabilities, Traffic: traffic(180, nr, 3000, 300)})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			st.NextThroughputAt, st.NextLoadAt = ptr(51*180.0), ptr(51*180.0)
+			in.Now = 51 * 180
+			in.Traffic = traffic(180, 2500, 3000, 300)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, _, err := p.Decide(st, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
