@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestValidateCommand(t *testing.T) {
+	code, out, errOut := runCLI("validate", "-f", "../../config/testdata/good/dynamo_disagg_sla.yaml")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "dynamo_disagg_sla.yaml: valid")
+	require.Contains(t, out, "throughput loop every 60s (floor), load loop every 5s")
+	require.Contains(t, out, "GPU budget [none, 16], min endpoints prefill 2 / decode 1")
+
+	code, _, errOut = runCLI("validate", "-f", "../../config/testdata/bad/unknown_key.yaml")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `line 2: unknown key "ttft_msec" (did you mean "ttft_ms"?)`)
+
+	code, out, errOut = runCLI("validate", "-f", `{"optimization_target": "sla", "log_dir": "/tmp", "profile_results_dir": "../../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1"}`, "--check-profile")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "inline JSON: valid")
+	require.Contains(t, out, "profile: prefill ../../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1/prefill_raw_data.npz")
+	require.Contains(t, errOut, "warning: log_dir is accepted for compatibility with Dynamo and ignored")
+
+	code, _, errOut = runCLI("validate", "-f", `{"optimization_target": "sla", "profile_results_dir": "/nonexistent"}`, "--check-profile")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `profile_results_dir "/nonexistent"`)
+	require.Contains(t, errOut, "SLA-Planner requires pre-deployment profiling results to run")
+
+	code, _, errOut = runCLI("validate")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "usage: planner validate -f config.yaml")
+
+	code, _, errOut = runCLI("no-such-command")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown command "no-such-command"`)
+	code, out, _ = runCLI("help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "validate")
+	require.Contains(t, out, "eval-predictors")
+}
