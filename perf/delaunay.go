@@ -284,19 +284,6 @@ func edgeWeights(x, y float64, xs, ys [3]float64) [3]float64 {
 	return best
 }
 
-// nearest returns the index of the point closest to (x, y) (Euclidean distance); ties go to
-// the lowest index.
-func (tr *triangulation) nearest(x, y float64) int {
-	best, bestD := 0, math.Inf(1)
-	for i := range tr.xs {
-		dx, dy := tr.xs[i]-x, tr.ys[i]-y
-		if d := dx*dx + dy*dy; d < bestD {
-			best, bestD = i, d
-		}
-	}
-	return best
-}
-
 // det2 is twice the signed area of triangle (a, b, c), written so that det2(a, b, c) with
 // one vertex substituted by the query reproduces the same floating-point expression.
 func det2(ax, ay, bx, by, cx, cy float64) float64 {

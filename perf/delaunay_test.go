@@ -258,8 +258,6 @@ func TestLocate(t *testing.T) {
 	}
 	_, _, ok := tr.locate(1.0000001, 0.5)
 	require.False(t, ok)
-	require.Equal(t, 3, tr.nearest(2, 2))
-	require.Equal(t, 0, tr.nearest(0.5, -1), "tie goes to the lowest index")
 
 	// A sliver: the query is projected on the nearest edge.
 	w := edgeWeights(0.5, 1e-20, [3]float64{0, 0.5, 1}, [3]float64{0, 1e-19, 0})

@@ -162,7 +162,7 @@ func (t *tick) loadSingle(c Component) *Decision {
 	case c == Prefill:
 		desired, r = t.prefillSLA(stats, n)
 	default:
-		desired, r = t.decodeSLA(stats, n)
+		desired, r = t.decodeSLA(stats, n, false)
 	}
 	if desired == nil {
 		t.setLoadReason(c, r)
@@ -220,7 +220,7 @@ func (t *tick) loadDisagg() *Decision {
 		if cfg.IsEasyMode() {
 			dDes, dReason = t.decodeEasy(dStats, t.readyD, false)
 		} else {
-			dDes, dReason = t.decodeSLA(dStats, t.readyD)
+			dDes, dReason = t.decodeSLA(dStats, t.readyD, false)
 		}
 	}
 	finalP, finalD := t.readyP, t.readyD
@@ -331,7 +331,7 @@ func (t *tick) loadAgg() *Decision {
 	} else {
 		pDes, pReason = t.aggPrefillSLA(stats, n)
 	}
-	dDes, dReason := t.aggDecodeSLA(stats, n)
+	dDes, dReason := t.decodeSLA(stats, n, true)
 	anyRefused := pReason == ReasonScaleDownRefusedConsolidation || dReason == ReasonScaleDownRefusedConsolidation
 	desired := n
 	switch {
@@ -477,12 +477,18 @@ func (t *tick) prefillSLA(stats []perf.FPM, n int) (*int, Reason) {
 	return dec, r
 }
 
-// decodeSLA estimates each decode engine's next-request ITL and decides against the ITL
-// target; a scale-down must keep the absorbed KV load under max_kv_tokens and the projected
-// ITL under SLA × sensitivity on every engine.
-func (t *tick) decodeSLA(stats []perf.FPM, n int) (*int, Reason) {
+// decodeSLA estimates each engine's next-request ITL and decides against the ITL target; a
+// scale-down must keep the absorbed KV load under max_kv_tokens and the projected ITL under
+// SLA × sensitivity on every engine. For an aggregated pool (agg) queued prefill counts as
+// future KV, and a refused scale-down returns n rather than nil so the combination with the
+// TTFT side cannot mistake the refusal for a missing signal.
+func (t *tick) decodeSLA(stats []perf.FPM, n int, agg bool) (*int, Reason) {
 	cfg := t.p.cfg
-	if ok, why := t.decode.Ready(); !ok {
+	m := t.decode
+	if agg {
+		m = t.agg
+	}
+	if ok, why := m.Ready(); !ok {
 		t.diag.note("load decode: perf model not ready: " + why)
 		return nil, ReasonInsufficientData
 	}
@@ -498,20 +504,23 @@ func (t *tick) decodeSLA(stats []perf.FPM, n int) (*int, Reason) {
 	canDown, refused := n > 1, false
 	for i := range stats {
 		f := &stats[i]
-		if est, ok := t.decode.ScheduledDecodeITL(f, perf.NextRequestDecode()); ok {
+		if est, ok := m.ScheduledDecodeITL(f, perf.NextRequestDecode()); ok {
 			estimates = append(estimates, est*1000/accept)
 		}
 		if !canDown {
 			continue
 		}
-		postKV := int64(float64(f.Scheduled.SumDecodeKVTokens+f.Queued.SumDecodeKVTokens) * cons)
-		if maxKV > 0 && postKV >= maxKV {
-			canDown, refused = false, true
+		kv := f.Scheduled.SumDecodeKVTokens + f.Queued.SumDecodeKVTokens
+		if agg {
+			kv += f.Queued.SumPrefillTokens
+		}
+		if postKV := int64(float64(kv) * cons); maxKV > 0 && postKV >= maxKV {
+			canDown, refused = false, true // the survivors' cache cannot hold the load
 			continue
 		}
 		q := perf.NextRequestDecode()
-		q.DecodeScale = cons
-		post, ok := t.decode.ScheduledDecodeITL(f, q)
+		q.DecodeScale, q.IncludeQueuedPrefillAsKV = cons, agg
+		post, ok := m.ScheduledDecodeITL(f, q)
 		switch {
 		case !ok:
 			canDown = false
@@ -522,6 +531,9 @@ func (t *tick) decodeSLA(stats []perf.FPM, n int) (*int, Reason) {
 	t.recordITL(estimates)
 	dec, r := scaleDecision(estimates, cfg.ITLMs, n, t.minEndpoint(Decode), canDown)
 	if dec == nil && refused {
+		if agg {
+			return ptr(n), ReasonScaleDownRefusedConsolidation
+		}
 		r = ReasonScaleDownRefusedConsolidation
 	}
 	return dec, r
@@ -558,46 +570,6 @@ func (t *tick) aggPrefillSLA(stats []perf.FPM, n int) (*int, Reason) {
 	}
 	t.recordTTFT(estimates)
 	dec, r := scaleDecision(estimates, cfg.TTFTMs, n, t.minEndpoint(Decode), canDown)
-	if dec == nil && refused {
-		return ptr(n), ReasonScaleDownRefusedConsolidation
-	}
-	return dec, r
-}
-
-// aggDecodeSLA is the ITL side of an aggregated pool: queued prefill counts as future KV.
-func (t *tick) aggDecodeSLA(stats []perf.FPM, n int) (*int, Reason) {
-	cfg := t.p.cfg
-	var maxKV int64
-	if c := t.caps.Decode; c != nil {
-		maxKV = c.MaxKVTokens
-	}
-	sens, cons, accept := t.sensitivity(), t.consolidation(n), t.acceptLength()
-	var estimates []float64
-	canDown, refused := n > 1, false
-	for i := range stats {
-		f := &stats[i]
-		if est, ok := t.agg.ScheduledDecodeITL(f, perf.NextRequestDecode()); ok {
-			estimates = append(estimates, est*1000/accept)
-		}
-		if !canDown {
-			continue
-		}
-		combined := f.Scheduled.SumDecodeKVTokens + f.Queued.SumDecodeKVTokens + f.Queued.SumPrefillTokens
-		if postKV := int64(float64(combined) * cons); maxKV > 0 && postKV >= maxKV {
-			canDown, refused = false, true
-			continue
-		}
-		q := perf.DecodeQuery{DecodeScale: cons, IncludeQueuedDecode: true, IncludeQueuedPrefillAsKV: true, AddNextRequest: true}
-		post, ok := t.agg.ScheduledDecodeITL(f, q)
-		switch {
-		case !ok:
-			canDown = false
-		case post*1000/accept >= cfg.ITLMs*sens:
-			canDown, refused = false, true
-		}
-	}
-	t.recordITL(estimates)
-	dec, r := scaleDecision(estimates, cfg.ITLMs, n, t.minEndpoint(Decode), canDown)
 	if dec == nil && refused {
 		return ptr(n), ReasonScaleDownRefusedConsolidation
 	}

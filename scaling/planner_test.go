@@ -542,3 +542,37 @@ func TestNewRejectsBadInput(t *testing.T) {
 	_, _, _, err = p.Decide(State{Version: StateVersion, NextThroughputAt: ptr(1.0)}, Input{Now: 1})
 	require.ErrorContains(t, err, "state has no perf model for an active pool")
 }
+
+// The aggregated pool combines a TTFT side and an ITL side (reference §4.3): on a model where
+// every iteration takes 40 ms, an ITL target of 30 ms scales up, an idle pool with room
+// scales down, and a cache that could not hold the absorbed load refuses on the ITL side,
+// which vetoes the TTFT side's scale-down.
+func TestAggregatedLoad(t *testing.T) {
+	run := func(itl float64, maxKV int64, kv int64) (Decision, Diagnostics) {
+		p := mustPlanner(t, slaConfig(func(c *config.Config) {
+			c.Mode, c.EnableLoadScaling, c.EnableThroughputScaling, c.MaxGPUBudget = config.ModeAgg, true, false, -1
+			c.ITLMs, c.TTFTMs = itl, 1000
+		}))
+		st := mustInit(t, p, 0, Bootstrap{AggFPMs: constantAggFPMs(0.04)})
+		caps := WorkerCapabilities{Decode: &EngineCapabilities{MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, MaxKVTokens: maxKV}}
+		var engines []perf.FPM
+		for _, id := range []string{"a", "b"} {
+			engines = append(engines, perf.FPM{Version: 1, WorkerID: id, WallTime: 0.04,
+				Scheduled: perf.ScheduledRequests{NumPrefillRequests: 1, SumPrefillTokens: 300, NumDecodeRequests: 4, SumDecodeKVTokens: kv}})
+		}
+		_, dec, diag := decideAt(t, p, st, Input{Workers: counts(0, 2), Capabilities: caps, FPM: &FPMObservations{Decode: engines}})
+		return dec, diag
+	}
+	dec, diag := run(30, 1_000_000, 4000)
+	require.Equal(t, 3, *dec.Decode, "every engine's 40 ms ITL is over 30 ms")
+	require.Equal(t, ReasonScaleUp, diag.LoadReason)
+	require.InDelta(t, 40, *diag.EstimatedITLMs, 1e-9)
+
+	dec, diag = run(100, 1_000_000, 4000)
+	require.Equal(t, 1, *dec.Decode, "40 ms after consolidation < 100 ms x 0.8, TTFT side idle too")
+	require.Equal(t, ReasonScaleDown, diag.LoadReason)
+
+	dec, diag = run(100, 10_000, 6000)
+	require.True(t, dec.Empty(), "12000 KV tokens on one engine >= max_kv 10000")
+	require.Equal(t, ReasonScaleDownRefusedConsolidation, diag.LoadReason)
+}
