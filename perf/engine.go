@@ -230,9 +230,19 @@ func (m *EngineModel) forward(prefillTokens, decodeRequests, decodeKV int64) (fl
 	}
 }
 
+// maxCount bounds token and request counts built from floats: far beyond any engine (Dynamo
+// rejects counts above 2^32 - 1), and exactly representable, so a float never converts to a
+// wrapped negative integer.
+const maxCount = 1 << 53
+
+// ceilNonNegative is Dynamo's _ceil_nonnegative (0 for values <= 0 or NaN), saturating at
+// maxCount.
 func ceilNonNegative(v float64) int64 {
 	if !(v > 0) {
 		return 0
+	}
+	if v >= maxCount {
+		return maxCount
 	}
 	return int64(math.Ceil(v))
 }
@@ -427,11 +437,13 @@ func (m *EngineModel) FindCapacity(req CapacityRequest, limits Limits) (Capacity
 	if m.kind != KindPrefill && req.AcceptLength > 1 && !math.IsInf(req.AcceptLength, 0) {
 		accept = req.AcceptLength
 	}
-	isl := min(int64(math.Ceil(req.ISL)), u32Max)
-	osl := max(1, ceilNonNegative(req.OSL))
-	if math.IsInf(req.OSL, 0) || osl > u32Max {
+	// Dynamo's EngineCapacityRequest rejects lengths that do not fit u32 (the query fails and
+	// the pool holds as not ready); an infinite or NaN OSL is rejected the same way.
+	if req.ISL > u32Max || req.OSL > u32Max || math.IsNaN(req.OSL) || math.IsInf(req.OSL, 0) {
 		return Capacity{}, false
 	}
+	isl := int64(math.Ceil(req.ISL))
+	osl := max(1, ceilNonNegative(req.OSL))
 	effISL := max(1, ceilNonNegative(float64(isl)*(1-ClampKVHitRate(req.KVHitRate))))
 	ctx := max(1, min(u32Max, isl+osl/2))
 	decodeMaxBatch := min(l.MaxNumSeqs, l.MaxKVTokens/ctx)

@@ -209,8 +209,9 @@ func TestRegressionBucketedRetention(t *testing.T) {
 		{Key: [2]int{2, 0}, Samples: []Sample{{60, 0, 60}}},
 	}, st.Buckets)
 
-	// Growing the bounds re-buckets everything in insertion order: with bounds 0..200 the
-	// samples 10..13 and 60 share bucket 1 ... and 100 moves to bucket 2.
+	// Growing the bounds re-buckets everything in insertion order: with bounds 0..200
+	// (width 50) the samples 10..13 stay in bucket 0, 100 moves to bucket 2 and 60 to bucket 1,
+	// so the buckets are now ordered 0, 2, 1, then 3 for the new 200.
 	reg.Add([2]float64{200}, 200)
 	st = reg.State()
 	require.Equal(t, 6, reg.Len())

@@ -20,9 +20,29 @@ func floorDiv(a, b int) int {
 // ceilDiv is Python's -((-a) // b).
 func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 
-// pyFloor and pyCeil are math.floor and math.ceil on a float, as ints.
-func pyFloor(x float64) int { return int(math.Floor(x)) }
-func pyCeil(x float64) int  { return int(math.Ceil(x)) }
+// maxReplicas bounds replica counts computed from floats. Python's math.ceil returns an
+// exact integer however large; a Go conversion of a float beyond the int range wraps to a
+// negative number, which could turn a huge scale-up into a scale-down. Saturating far above
+// any real deployment keeps the direction; the throughput delta cap and the GPU budget then
+// bound the step as they would in Python.
+const maxReplicas = 1 << 30
+
+// pyFloor and pyCeil are math.floor and math.ceil on a float, as ints saturated at
+// ±maxReplicas (NaN gives 0).
+func pyFloor(x float64) int { return saturate(math.Floor(x)) }
+func pyCeil(x float64) int  { return saturate(math.Ceil(x)) }
+
+func saturate(x float64) int {
+	switch {
+	case math.IsNaN(x):
+		return 0
+	case x >= maxReplicas:
+		return maxReplicas
+	case x <= -maxReplicas:
+		return -maxReplicas
+	}
+	return int(x)
+}
 
 // ComputeTolerance is the largest positive per-replica GPU cost (0 if none).
 func ComputeTolerance(costs ...int) int {

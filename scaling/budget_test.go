@@ -171,9 +171,8 @@ func (r recordingDecode) FindBestThroughputPerGPU(itl, ctx float64) (float64, fl
 func TestClassicReplicas(t *testing.T) {
 	const interval = 60.0
 	classic := func(n, isl, osl float64, pCorr, dCorr float64, dThpt float64, pGPU, dGPU, minEp, budget int) (int, int) {
-		demand := n / interval
-		p := ClassicPrefillReplicas(demand, isl, pCorr, fixedPrefill(40000), pGPU, minEp)
-		d := ClassicDecodeReplicas(demand, isl, osl, 10, dCorr, fixedDecode(dThpt), dGPU, minEp)
+		p := ClassicPrefillReplicas(n, isl, interval, pCorr, fixedPrefill(40000), pGPU, minEp)
+		d := ClassicDecodeReplicas(n, isl, osl, interval, 10, dCorr, fixedDecode(dThpt), dGPU, minEp)
 		return ClassicBudget(p, d, pGPU, dGPU, minEp, budget)
 	}
 	p, d := classic(10, 3000, 150, 1, 1, 10000, 1, 1, 1, 10)
@@ -186,31 +185,53 @@ func TestClassicReplicas(t *testing.T) {
 	p, d = classic(1, 100, 10, 1, 1, 10000, 1, 1, 2, 10)
 	require.Equal(t, [2]int{2, 2}, [2]int{p, d}, "min_endpoint 2 lifts both")
 	// p_corr 2.5 is treated as 1 (queueing, which more replicas fix); 0.5 halves the demand.
-	require.Equal(t, ClassicPrefillReplicas(5000.0/60, 3000, 1, fixedPrefill(40000), 1, 1), ClassicPrefillReplicas(5000.0/60, 3000, 2.5, fixedPrefill(40000), 1, 1))
-	require.Equal(t, 7, ClassicPrefillReplicas(5000.0/60, 3000, 1, fixedPrefill(40000), 1, 1))
-	require.Equal(t, 4, ClassicPrefillReplicas(5000.0/60, 3000, 0.5, fixedPrefill(40000), 1, 1))
+	require.Equal(t, 7, ClassicPrefillReplicas(5000, 3000, interval, 1, fixedPrefill(40000), 1, 1), "6.25 -> 7")
+	require.Equal(t, 7, ClassicPrefillReplicas(5000, 3000, interval, 2.5, fixedPrefill(40000), 1, 1))
+	require.Equal(t, 4, ClassicPrefillReplicas(5000, 3000, interval, 0.5, fixedPrefill(40000), 1, 1), "3.125 -> 4")
 	// d_corr <= 0 uses the raw ITL target, no crash; d_corr 2 halves it.
 	var itl float64
 	for _, corr := range []float64{0, -1} {
-		ClassicDecodeReplicas(1, 3000, 150, 10, corr, recordingDecode{&itl}, 1, 1)
+		ClassicDecodeReplicas(60, 3000, 150, interval, 10, corr, recordingDecode{&itl}, 1, 1)
 		require.Equal(t, 10.0, itl, "d_corr %v", corr)
 	}
-	ClassicDecodeReplicas(1, 3000, 150, 10, 2, recordingDecode{&itl}, 1, 1)
+	ClassicDecodeReplicas(60, 3000, 150, interval, 10, 2, recordingDecode{&itl}, 1, 1)
 	require.Equal(t, 5.0, itl)
 	// Multi-GPU: 2 GPUs per prefill, 4 per decode replica, N=20 -> (1, 1).
-	demand := 20.0 / interval
-	p = ClassicPrefillReplicas(demand, 3000, 1, fixedPrefill(40000), 2, 1)
-	d = ClassicDecodeReplicas(demand, 3000, 150, 10, 1, fixedDecode(5000), 4, 1)
+	p = ClassicPrefillReplicas(20, 3000, interval, 1, fixedPrefill(40000), 2, 1)
+	d = ClassicDecodeReplicas(20, 3000, 150, interval, 10, 1, fixedDecode(5000), 4, 1)
 	require.Equal(t, [2]int{1, 1}, [2]int{p, d})
 	// "Complex" budget: 2-GPU replicas, budget 5, N=100 at 10000 / 1000 tok/s/GPU.
-	p, d = classic(100, 3000, 150, 1, 1, 1000, 2, 2, 1, 5)
+	p = ClassicPrefillReplicas(100, 3000, interval, 1, fixedPrefill(10000), 2, 1)
+	d = ClassicDecodeReplicas(100, 3000, 150, interval, 10, 1, fixedDecode(1000), 2, 1)
+	p, d = ClassicBudget(p, d, 2, 2, 1, 5)
 	require.Equal(t, [2]int{1, 1}, [2]int{p, d})
 	require.LessOrEqual(t, p*2+d*2, 5)
-	// Budget shrink: (8, 8) under 10 GPUs -> proportional, decode takes the rest.
-	p, d = ClassicBudget(8, 8, 1, 1, 1, 10)
-	require.Equal(t, [2]int{5, 5}, [2]int{p, d})
-	p, d = ClassicBudget(8, 8, 1, 1, 1, 1)
-	require.Equal(t, [2]int{0, 0}, [2]int{p, d}, "budget below the minimum footprint")
+	// Python's evaluation order: 966 requests × 1000 tokens / 60 s / 100 tok/s/GPU is exactly
+	// 161 replicas in Python (966*1000/60/100), while 966/60 first, then × 1000 / 100 gives
+	// 161.00000000000003, one replica more.
+	require.Equal(t, 161, ClassicDecodeReplicas(966, 3000, 1000, interval, 10, 1, fixedDecode(100), 1, 1))
+	n, T := 966.0, interval // variables: Go would fold constants exactly
+	require.Equal(t, 162, pyCeil(n/T*1000/100), "the other order really differs")
+}
+
+// ClassicBudget (the classic GPU budget): proportional shrink with decode taking the rest.
+func TestClassicBudget(t *testing.T) {
+	for _, tt := range []struct {
+		p, d, pGPU, dGPU, minEp, budget, wantP, wantD int
+	}{
+		{8, 8, 1, 1, 1, 10, 5, 5},  // scale 10/16: p = floor(5), decode takes 10 - 5
+		{8, 8, 1, 1, 1, 1, 0, 0},   // budget below the minimum footprint
+		{3, 9, 2, 1, 1, 10, 2, 6},  // scale 10/15: p = floor(3*0.666…) = 2 (≤ (10-1)//2), d = 10 - 4
+		{10, 2, 1, 4, 1, 12, 6, 1}, // scale 12/18: p = floor(6.67) = 6, d = floor((12-6)/4) = 1
+		{4, 4, 2, 2, 1, 100, 4, 4}, // within budget: unchanged
+		{4, 4, 2, 2, 1, -1, 4, 4},  // budget disabled
+	} {
+		p, d := ClassicBudget(tt.p, tt.d, tt.pGPU, tt.dGPU, tt.minEp, tt.budget)
+		require.Equal(t, [2]int{tt.wantP, tt.wantD}, [2]int{p, d}, "%+v", tt)
+		if tt.budget >= 0 && tt.wantP+tt.wantD > 0 {
+			require.LessOrEqual(t, p*tt.pGPU+d*tt.dGPU, tt.budget)
+		}
+	}
 }
 
 func TestDecisionAcknowledged(t *testing.T) {

@@ -64,14 +64,27 @@ func latestFPMs(fpms []perf.FPM) []perf.FPM {
 	return kept
 }
 
+// stats are the pool's latest FPMs the load loop decides from. FPMs of a schema version
+// other than perf.FPMVersion are left out, as Dynamo's planner drops them: they are neither
+// samples nor load (the observation step notes how many were skipped).
 func (t *tick) stats(c Component) []perf.FPM {
 	if t.in.FPM == nil {
 		return nil
 	}
+	fpms := t.in.FPM.Decode
 	if c == Prefill {
-		return latestFPMs(t.in.FPM.Prefill)
+		fpms = t.in.FPM.Prefill
 	}
-	return latestFPMs(t.in.FPM.Decode)
+	supported := make([]perf.FPM, 0, len(fpms))
+	for _, f := range fpms {
+		if f.Version == perf.FPMVersion {
+			supported = append(supported, f)
+		}
+	}
+	if n := len(fpms) - len(supported); n > 0 && !t.p.sla() {
+		t.diag.note(fmt.Sprintf("load %s: skipped %d FPMs of an unsupported schema version (want %d)", c, n, perf.FPMVersion))
+	}
+	return latestFPMs(supported)
 }
 
 // reconcileFPMWorkers is Dynamo's _reconcile_fpm_worker_count: the FPMs must come from
@@ -510,11 +523,13 @@ func (t *tick) decodeSLA(stats []perf.FPM, n int, agg bool) (*int, Reason) {
 		if !canDown {
 			continue
 		}
-		kv := f.Scheduled.SumDecodeKVTokens + f.Queued.SumDecodeKVTokens
+		kv := float64(f.Scheduled.SumDecodeKVTokens) + float64(f.Queued.SumDecodeKVTokens)
 		if agg {
-			kv += f.Queued.SumPrefillTokens
+			kv += float64(f.Queued.SumPrefillTokens)
 		}
-		if postKV := int64(float64(kv) * cons); maxKV > 0 && postKV >= maxKV {
+		// Dynamo's int((sched + queued) * N/(N-1)) >= max_kv, compared as floats (the
+		// truncation cannot change the comparison with an integer, and no conversion can wrap).
+		if maxKV > 0 && kv*cons >= float64(maxKV) {
 			canDown, refused = false, true // the survivors' cache cannot hold the load
 			continue
 		}
@@ -670,11 +685,11 @@ func (t *tick) decodeEasy(stats []perf.FPM, n int, agg bool) (*int, Reason) {
 	}
 	utils := make([]float64, 0, len(stats))
 	for _, f := range stats {
-		kv := f.Scheduled.SumDecodeKVTokens + f.Queued.SumDecodeKVTokens
+		kv := float64(f.Scheduled.SumDecodeKVTokens) + float64(f.Queued.SumDecodeKVTokens)
 		if agg {
-			kv += f.Queued.SumPrefillTokens
+			kv += float64(f.Queued.SumPrefillTokens)
 		}
-		utils = append(utils, float64(kv)/float64(maxKV))
+		utils = append(utils, kv/float64(maxKV))
 	}
 	over := func(u float64) bool { return u > up }
 	under := func(u float64) bool { return u < down }

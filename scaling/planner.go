@@ -309,6 +309,8 @@ type tick struct {
 	countsKnown          bool
 
 	prefill, decode, agg *perf.EngineModel
+
+	predNumReq float64 // the throughput tick's predicted request count (classic sizing)
 }
 
 // Decide runs the loops due at in.Now on state st and returns the next state, the decision

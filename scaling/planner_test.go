@@ -2,6 +2,7 @@ package scaling
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/llmplanner/planner/config"
@@ -76,7 +77,6 @@ func TestThroughputPostProcessing(t *testing.T) {
 	}
 	t.Run("delta cap both ways", func(t *testing.T) {
 		st := State{}
-		disagg(nil)
 		tk := newTick(disagg(nil), &st, 24, 40)
 		require.Nil(t, tk.throughputDisaggTargets(8, true, 180, true))
 		require.Equal(t, [2]int{16, 48}, [2]int{st.LowerBoundPrefill, st.LowerBoundDecode})
@@ -400,13 +400,13 @@ func TestOlderLoadPlannerRules(t *testing.T) {
 		st, dec, _ := decideAt(t, p, st, Input{Workers: counts(0, 1), Capabilities: caps, FPM: &FPMObservations{Decode: []perf.FPM{decodeEngine("a", 1, 110000, 0)}}})
 		require.Equal(t, 2, *dec.Decode) // at t=5
 		idle := &FPMObservations{Decode: []perf.FPM{decodeEngine("a", 1, 1000, 0), decodeEngine("b", 1, 1000, 0)}}
+		var diag Diagnostics
 		for _, now := range []float64{10, 15} {
-			st, dec, diag := decideAt(t, p, st, Input{Now: now, Workers: counts(0, 2), Capabilities: caps, FPM: idle})
+			st, dec, diag = decideAt(t, p, st, Input{Now: now, Workers: counts(0, 2), Capabilities: caps, FPM: idle})
 			require.True(t, dec.Empty(), "t=%v", now)
 			require.Equal(t, ReasonScaleDownHeldAfterScaleUp, diag.LoadReason)
-			_ = st
 		}
-		st.NextLoadAt = ptr(20.0)
+		require.Equal(t, 20.0, *st.NextLoadAt)
 		_, dec, _ = decideAt(t, p, st, Input{Now: 20, Workers: counts(0, 2), Capabilities: caps, FPM: idle})
 		require.Equal(t, 1, *dec.Decode, "3 load intervals after the scale-up")
 	})
@@ -488,17 +488,13 @@ func TestStateSurvivesJSONAndIsNotMutated(t *testing.T) {
 	caps := WorkerCapabilities{Prefill: &EngineCapabilities{MaxNumBatchedTokens: 8192}, Decode: &EngineCapabilities{MaxKVTokens: 1_000_000, MaxNumSeqs: 256}}
 	direct := mustInit(t, p, 0, boot)
 	viaJSON := mustInit(t, p, 0, boot)
-	ready := [2]int{1, 1}
 	for i := 0; i < 40; i++ {
 		tk := p.NextTick(direct)
-		in := Input{Now: tk.At, Workers: counts(ready[0], ready[1]), Capabilities: caps,
+		in := Input{Now: tk.At, Workers: counts(1, 1), Capabilities: caps,
 			FPM: &FPMObservations{
 				Prefill: []perf.FPM{prefillEngine("p0", int64(i%7)*3000)},
 				Decode:  []perf.FPM{decodeEngine("d0", int64(5+i%4), int64(5000+i*700), 0)},
 			}}
-		if ready[0] != 1 || ready[1] != 1 {
-			in.FPM = nil
-		}
 		if tk.NeedTraffic {
 			in.Traffic = traffic(tk.TrafficDurationS, float64(100+i*10), 1000, 200)
 		}
@@ -575,4 +571,55 @@ func TestAggregatedLoad(t *testing.T) {
 	dec, diag = run(100, 10_000, 6000)
 	require.True(t, dec.Empty(), "12000 KV tokens on one engine >= max_kv 10000")
 	require.Equal(t, ReasonScaleDownRefusedConsolidation, diag.LoadReason)
+}
+
+// Reviewed edge cases: unsupported FPM versions, out-of-range traffic, the merge boundary.
+func TestEdgeCases(t *testing.T) {
+	t.Run("FPMs of another schema version are not load", func(t *testing.T) {
+		p := mustPlanner(t, slaConfig(func(c *config.Config) {
+			c.Mode, c.EnableLoadScaling, c.EnableThroughputScaling, c.MaxGPUBudget = config.ModeDecode, true, false, -1
+		}))
+		st := mustInit(t, p, 0, Bootstrap{DecodeFPMs: linearDecodeFPMs(5e-6, 0.005)})
+		caps := WorkerCapabilities{Decode: &EngineCapabilities{MaxKVTokens: 1_000_000}}
+		for _, v := range []int64{0, 2} {
+			f := decodeEngine("a", 30, 30000, 0)
+			f.Version = v
+			_, dec, diag := decideAt(t, p, st, Input{Workers: counts(0, 1), Capabilities: caps, FPM: &FPMObservations{Decode: []perf.FPM{f}}})
+			require.True(t, dec.Empty(), "version %d", v)
+			require.Equal(t, ReasonNoFPMData, diag.LoadReason, "version %d", v)
+			require.Contains(t, diag.Notes, "decode: skipped 1 FPMs of an unsupported schema version (want 1)")
+		}
+		// The same in a threshold target, which has no perf model.
+		c := config.Default()
+		c.Mode = config.ModeDecode
+		easy := mustPlanner(t, c)
+		est := mustInit(t, easy, 0, Bootstrap{})
+		f := decodeEngine("a", 30, 990000, 0)
+		f.Version = 0
+		_, dec, diag := decideAt(t, easy, est, Input{Workers: counts(0, 1), Capabilities: caps, FPM: &FPMObservations{Decode: []perf.FPM{f}}})
+		require.True(t, dec.Empty())
+		require.Equal(t, ReasonNoFPMData, diag.LoadReason)
+	})
+	t.Run("absurd traffic never wraps into a scale-down", func(t *testing.T) {
+		p := mustPlanner(t, slaConfig(func(c *config.Config) { c.Mode, c.MaxGPUBudget = config.ModeDecode, -1 }))
+		st := mustInit(t, p, 0, Bootstrap{DecodeFPMs: linearDecodeFPMs(1e-6, 0.005)})
+		st.NextLoadAt = ptr(1e9)
+		caps := WorkerCapabilities{Decode: &EngineCapabilities{MaxKVTokens: 1_000_000, MaxNumSeqs: 256}}
+		_, dec, diag := decideAt(t, p, st, Input{Now: 180, Workers: counts(0, 20), Capabilities: caps, Traffic: traffic(180, 1e22, 1000, 200)})
+		require.Equal(t, 28, *dec.Decode, "a huge demand is a capped scale-up: 20 + 8")
+		require.Equal(t, ReasonScale, diag.ThroughputReason)
+		for _, tr := range []*TrafficObservation{traffic(180, 1000, 1e19, 200), traffic(180, 1000, 1000, 1e19), traffic(180, 1000, 5e9, 200)} {
+			_, dec, diag = decideAt(t, p, st, Input{Now: 180, Workers: counts(0, 20), Capabilities: caps, Traffic: tr})
+			require.True(t, dec.Empty(), "lengths beyond u32 are not sized: %+v", *tr)
+			require.Equal(t, ReasonModelNotReady, diag.ThroughputReason)
+		}
+	})
+	t.Run("loops due exactly 0.5 s apart merge", func(t *testing.T) {
+		p := mustPlanner(t, slaConfig(func(c *config.Config) { c.EnableLoadScaling = true }))
+		st := mustInit(t, p, 0, Bootstrap{})
+		st.NextLoadAt, st.NextThroughputAt = ptr(100.0), ptr(100.5)
+		require.True(t, p.NextTick(st).Throughput)
+		st.NextThroughputAt = ptr(math.Nextafter(100.5, 101))
+		require.False(t, p.NextTick(st).Throughput)
+	})
 }

@@ -74,6 +74,7 @@ func (t *tick) throughput() *Decision {
 		return nil
 	}
 	demand := nr / tr.DurationS
+	t.predNumReq = nr
 	switch cfg.Mode {
 	case config.ModeAgg:
 		return t.throughputAgg(demand, pisl, posl, kv)
@@ -340,7 +341,7 @@ func (t *tick) noteNotReady(name string, m *perf.EngineModel) {
 func (t *tick) replicas(c Component, demand, isl, osl, kv float64) (int, bool) {
 	cfg := t.p.cfg
 	if t.p.usesInterpolation() {
-		return t.classicReplicas(c, demand, isl, osl), true
+		return t.classicReplicas(c, isl, osl), true
 	}
 	if c == Prefill {
 		caps := t.caps.Prefill
@@ -377,8 +378,8 @@ func (t *tick) replicas(c Component, demand, isl, osl, kv float64) (int, bool) {
 }
 
 // classicReplicas is Dynamo's classic (G1) sizing for one pool with the live correction
-// factors: the throughput-per-GPU curves of the profile and the demand in tokens per second.
-func (t *tick) classicReplicas(c Component, demand, isl, osl float64) int {
+// factors, from the predicted request count over the throughput interval T.
+func (t *tick) classicReplicas(c Component, isl, osl float64) int {
 	pc, dc := 1.0, 1.0
 	if t.st.PrefillCorrection != nil {
 		pc = *t.st.PrefillCorrection
@@ -387,9 +388,9 @@ func (t *tick) classicReplicas(c Component, demand, isl, osl float64) int {
 		dc = *t.st.DecodeCorrection
 	}
 	if c == Prefill {
-		return ClassicPrefillReplicas(demand, isl, pc, t.p.prefillProf, t.gpuCost(Prefill), t.minEndpoint(Prefill))
+		return ClassicPrefillReplicas(t.predNumReq, isl, t.p.thrI, pc, t.p.prefillProf, t.gpuCost(Prefill), t.minEndpoint(Prefill))
 	}
-	return ClassicDecodeReplicas(demand, isl, osl, t.p.cfg.ITLMs, dc, t.p.decodeProf, t.gpuCost(Decode), t.minEndpoint(Decode))
+	return ClassicDecodeReplicas(t.predNumReq, isl, osl, t.p.thrI, t.p.cfg.ITLMs, dc, t.p.decodeProf, t.gpuCost(Decode), t.minEndpoint(Decode))
 }
 
 // updateCorrection updates the classic sizing's correction factors from one interval's
@@ -424,12 +425,13 @@ type DecodeThroughputCurve interface {
 	FindBestThroughputPerGPU(itlMs, contextLength float64) (thpt, itl, kvUsage float64)
 }
 
-// ClassicPrefillReplicas is Dynamo's classic prefill sizing (reference §3.2): the predicted
-// prefill throughput demandRPS × ISL × min(1, correction) tokens/s over the profile's
-// throughput per GPU at that ISL, per replica of gpus GPUs, at least minEndpoint. A
-// correction above 1 is taken as queueing that more replicas fix and clamped to 1.
-func ClassicPrefillReplicas(demandRPS, isl, correction float64, curve PrefillThroughputCurve, gpus, minEndpoint int) int {
-	thpt := demandRPS * isl * math.Min(1, correction)
+// ClassicPrefillReplicas is Dynamo's classic prefill sizing (reference §3.2), evaluated in
+// Python's order: the predicted prefill throughput numReq × ISL / intervalS × min(1,
+// correction) tokens/s over the profile's throughput per GPU at that ISL, per replica of
+// gpus GPUs, rounded up, at least minEndpoint. A correction above 1 is taken as queueing that
+// more replicas fix and clamped to 1.
+func ClassicPrefillReplicas(numReq, isl, intervalS, correction float64, curve PrefillThroughputCurve, gpus, minEndpoint int) int {
+	thpt := numReq * isl / intervalS * math.Min(1, correction)
 	perGPU := curve.ThroughputPerGPU(isl)
 	if !(perGPU > 0) || gpus <= 0 {
 		return minEndpoint
@@ -437,11 +439,11 @@ func ClassicPrefillReplicas(demandRPS, isl, correction float64, curve PrefillThr
 	return max(pyCeil(thpt/perGPU/float64(gpus)), minEndpoint)
 }
 
-// ClassicDecodeReplicas is Dynamo's classic decode sizing (reference §3.2): the ITL target
-// is divided by the correction factor (a factor <= 0 leaves it unchanged), the profile's best
-// throughput per GPU at that ITL and context ISL + OSL/2 sizes the demand of demandRPS × OSL
-// tokens/s, at least minEndpoint.
-func ClassicDecodeReplicas(demandRPS, isl, osl, itlMs, correction float64, curve DecodeThroughputCurve, gpus, minEndpoint int) int {
+// ClassicDecodeReplicas is Dynamo's classic decode sizing (reference §3.2), evaluated in
+// Python's order: the ITL target is divided by the correction factor (a factor <= 0 leaves
+// it unchanged), the profile's best throughput per GPU at that ITL and context ISL + OSL/2
+// sizes the demand of numReq × OSL / intervalS tokens/s, rounded up, at least minEndpoint.
+func ClassicDecodeReplicas(numReq, isl, osl, intervalS, itlMs, correction float64, curve DecodeThroughputCurve, gpus, minEndpoint int) int {
 	target := itlMs
 	if correction > 0 {
 		target = itlMs / correction
@@ -450,7 +452,7 @@ func ClassicDecodeReplicas(demandRPS, isl, osl, itlMs, correction float64, curve
 	if !(perGPU > 0) || gpus <= 0 {
 		return minEndpoint
 	}
-	return max(pyCeil(demandRPS*osl/perGPU/float64(gpus)), minEndpoint)
+	return max(pyCeil(numReq*osl/intervalS/perGPU/float64(gpus)), minEndpoint)
 }
 
 // ClassicBudget is Dynamo's classic (G1) GPU budget: when (p, d) exceeds maxGPUBudget, shrink
