@@ -336,45 +336,39 @@ func (t *tick) noteNotReady(name string, m *perf.EngineModel) {
 	t.diag.note(fmt.Sprintf("throughput: %s capacity search found no batch size", name))
 }
 
-// replicas sizes one disaggregated pool for the demand: the capacity search (G3) or the
-// classic profile interpolation (G1). ok is false when the model cannot size this tick.
+// replicas sizes one pool for the demand: the capacity search (G3) or the classic profile
+// interpolation (G1). ok is false when the model cannot size this tick.
 func (t *tick) replicas(c Component, demand, isl, osl, kv float64) (int, bool) {
 	cfg := t.p.cfg
 	if t.p.usesInterpolation() {
 		return t.classicReplicas(c, isl, osl), true
 	}
+	// Prefill is sized against the TTFT target with the prefix-cache discount; decode against
+	// the ITL target with the speculative accept length.
+	caps, model, rps := t.caps.Decode, t.decode, &t.diag.EngineRPSDecode
+	req := perf.CapacityRequest{ISL: isl, OSL: osl, ITLSLAMs: cfg.ITLMs, AcceptLength: t.acceptLength()}
 	if c == Prefill {
-		caps := t.caps.Prefill
-		if caps == nil {
-			t.diag.note("throughput: prefill workers have not reported their capabilities: holding")
-			return 0, false
-		}
-		cp, ok := t.prefill.FindCapacity(perf.CapacityRequest{ISL: isl, OSL: osl, TTFTSLAMs: cfg.TTFTMs, KVHitRate: kv}, caps.Limits())
-		if !ok || cp.RPS <= 0 {
-			t.noteNotReady("prefill", t.prefill)
-			return 0, false
-		}
-		t.diag.EngineRPSPrefill = ptr(cp.RPS)
-		if !cp.Eligible {
-			t.diag.note(fmt.Sprintf("throughput: prefill TTFT SLA not met at the best batch (%.1f ms > %.1f ms): sizing from its rate", cp.TTFTMs, cfg.TTFTMs))
-		}
-		return max(pyCeil(demand/cp.RPS), t.minEndpoint(Prefill)), true
+		caps, model, rps = t.caps.Prefill, t.prefill, &t.diag.EngineRPSPrefill
+		req = perf.CapacityRequest{ISL: isl, OSL: osl, TTFTSLAMs: cfg.TTFTMs, KVHitRate: kv}
 	}
-	caps := t.caps.Decode
 	if caps == nil {
-		t.diag.note("throughput: decode workers have not reported their capabilities: holding")
+		t.diag.note(fmt.Sprintf("throughput: %s workers have not reported their capabilities: holding", c))
 		return 0, false
 	}
-	cp, ok := t.decode.FindCapacity(perf.CapacityRequest{ISL: isl, OSL: osl, ITLSLAMs: cfg.ITLMs, AcceptLength: t.acceptLength()}, caps.Limits())
+	cp, ok := model.FindCapacity(req, caps.Limits())
 	if !ok || cp.RPS <= 0 {
-		t.noteNotReady("decode", t.decode)
+		t.noteNotReady(string(c), model)
 		return 0, false
 	}
-	t.diag.EngineRPSDecode = ptr(cp.RPS)
+	*rps = ptr(cp.RPS)
 	if !cp.Eligible {
-		t.diag.note(fmt.Sprintf("throughput: decode ITL SLA not met at the best batch (%.1f ms > %.1f ms): sizing from its rate", cp.ITLMs, cfg.ITLMs))
+		if c == Prefill {
+			t.diag.note(fmt.Sprintf("throughput: prefill TTFT SLA not met at the best batch (%.1f ms > %.1f ms): sizing from its rate", cp.TTFTMs, cfg.TTFTMs))
+		} else {
+			t.diag.note(fmt.Sprintf("throughput: decode ITL SLA not met at the best batch (%.1f ms > %.1f ms): sizing from its rate", cp.ITLMs, cfg.ITLMs))
+		}
 	}
-	return max(pyCeil(demand/cp.RPS), t.minEndpoint(Decode)), true
+	return max(pyCeil(demand/cp.RPS), t.minEndpoint(c)), true
 }
 
 // classicReplicas is Dynamo's classic (G1) sizing for one pool with the live correction
