@@ -101,5 +101,6 @@ func decideAt(t testing.TB, p *Planner, st State, in Input) (State, Decision, Di
 	}
 	next, dec, diag, err := p.Decide(st, in)
 	require.NoError(t, err)
-	return next, dec, diag
+	// A caller that submits every decision it gets.
+	return p.Submitted(next, dec, in.Now), dec, diag
 }

@@ -548,7 +548,8 @@ func (t *tick) minEndpoint(c Component) int {
 }
 
 // finish normalises the decision (components equal to their current count are dropped),
-// records pending desires and the older planner's memory, and returns the final decision.
+// records the older planner's memory, and returns the final decision. The pending desired
+// counts are recorded by Submitted, for what the caller really submits.
 func (t *tick) finish(dec *Decision) Decision {
 	if dec == nil || !t.countsKnown {
 		return Decision{}
@@ -563,13 +564,23 @@ func (t *tick) finish(dec *Decision) Decision {
 	if out.Decode != nil && *out.Decode > t.readyD {
 		t.st.LastDecodeScaleUpAt = ptr(t.in.Now)
 	}
-	if !t.p.cfg.Advisory {
-		if out.Prefill != nil {
-			t.st.PendingPrefill = &PendingDesired{Replicas: *out.Prefill, At: t.in.Now}
-		}
-		if out.Decode != nil {
-			t.st.PendingDecode = &PendingDesired{Replicas: *out.Decode, At: t.in.Now}
-		}
-	}
 	return out
+}
+
+// Submitted records the targets the caller actually submitted to the deployment at time now
+// (the pending-desired guard's memory): a decision an override replaced, a paused direction
+// dropped or a connector held back must not be remembered as submitted. Advisory planners
+// record nothing, as in Dynamo. It returns the new state; st is not modified.
+func (p *Planner) Submitted(st State, applied Decision, now float64) State {
+	next := st.Clone()
+	if p.cfg.Advisory {
+		return next
+	}
+	if applied.Prefill != nil {
+		next.PendingPrefill = &PendingDesired{Replicas: *applied.Prefill, At: now}
+	}
+	if applied.Decode != nil {
+		next.PendingDecode = &PendingDesired{Replicas: *applied.Decode, At: now}
+	}
+	return next
 }

@@ -164,6 +164,9 @@ func TestThroughputCapacitySizing(t *testing.T) {
 	require.Equal(t, 3, *dec.Prefill)
 	require.Nil(t, dec.Decode)
 	require.Equal(t, 3, st.PendingPrefill.Replicas, "the submitted count is remembered")
+	unsubmitted, _, _, err := p.Decide(mustInit(t, p, 0, Bootstrap{PrefillFPMs: linearPrefillFPMs(0.001, 0, 500, 1000, 1500, 2000, 2500)}), Input{Now: 180, Workers: counts(1, 0), Traffic: traffic(180, 378, 1000, 100), Capabilities: caps})
+	require.NoError(t, err)
+	require.Nil(t, unsubmitted.PendingPrefill, "Decide alone remembers nothing: only Submitted does")
 
 	t.Run("aggregated", func(t *testing.T) {
 		p := mustPlanner(t, slaConfig(func(c *config.Config) { c.Mode = config.ModeAgg; c.MaxGPUBudget = -1 }))

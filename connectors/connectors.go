@@ -1,0 +1,92 @@
+// Package connectors moves replicas. A Connector reports the deployment's inventory and
+// applies absolute replica targets tagged with a decision id, so a retried apply is harmless
+// and a stale one is refused. Implementations live in the subpackages (noop, virtual, and
+// with later issues kubernetes and local); connectortest holds the conformance test every
+// implementation passes.
+//
+// The package is pure: no Temporal. The planner workflow reaches connectors through
+// activities (noop, kubernetes, local) or keeps their protocol in its own state (virtual).
+package connectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/llmplanner/planner/scaling"
+)
+
+// Targets are absolute replica targets; nil means "leave this pool alone".
+type Targets struct {
+	Prefill *int `json:"prefill,omitempty"`
+	Decode  *int `json:"decode,omitempty"`
+}
+
+// String renders the targets for logs ("prefill=3 decode=4").
+func (t Targets) String() string {
+	s := ""
+	if t.Prefill != nil {
+		s = fmt.Sprintf("prefill=%d", *t.Prefill)
+	}
+	if t.Decode != nil {
+		if s != "" {
+			s += " "
+		}
+		s += fmt.Sprintf("decode=%d", *t.Decode)
+	}
+	if s == "" {
+		return "no change"
+	}
+	return s
+}
+
+// Validate rejects negative targets.
+func (t Targets) Validate() error {
+	if t.Prefill != nil && *t.Prefill < 0 {
+		return fmt.Errorf("prefill target %d is negative", *t.Prefill)
+	}
+	if t.Decode != nil && *t.Decode < 0 {
+		return fmt.Errorf("decode target %d is negative", *t.Decode)
+	}
+	return nil
+}
+
+// Inventory is what a connector knows of the deployment (Dynamo's WorkerCounts plus the
+// workers' capabilities). Nil counts are unknown.
+type Inventory struct {
+	ReadyPrefill    *int `json:"ready_prefill,omitempty"`
+	ReadyDecode     *int `json:"ready_decode,omitempty"`
+	ExpectedPrefill *int `json:"expected_prefill,omitempty"`
+	ExpectedDecode  *int `json:"expected_decode,omitempty"`
+	// PrefillScalingInProgress and DecodeScalingInProgress are set while a rollout runs.
+	PrefillScalingInProgress bool `json:"prefill_scaling_in_progress,omitempty"`
+	DecodeScalingInProgress  bool `json:"decode_scaling_in_progress,omitempty"`
+	// Capabilities are the workers' reported capabilities (GPU counts, limits).
+	Capabilities scaling.WorkerCapabilities `json:"capabilities"`
+	// AppliedDecisionID is the newest decision id the connector has applied (0: none).
+	AppliedDecisionID int64 `json:"applied_decision_id,omitempty"`
+}
+
+// WorkerCounts converts the inventory to the decision core's input.
+func (i Inventory) WorkerCounts() *scaling.WorkerCounts {
+	return &scaling.WorkerCounts{
+		ReadyPrefill: i.ReadyPrefill, ReadyDecode: i.ReadyDecode,
+		ExpectedPrefill: i.ExpectedPrefill, ExpectedDecode: i.ExpectedDecode,
+		PrefillScalingInProgress: i.PrefillScalingInProgress, DecodeScalingInProgress: i.DecodeScalingInProgress,
+	}
+}
+
+// Connector reports inventory and applies decisions. Apply takes absolute targets tagged
+// with a decision id (increasing): applying the newest id again changes nothing, and an id
+// older than the newest applied is refused with ErrStaleDecision, so a late retry can never
+// undo a newer decision.
+type Connector interface {
+	Inventory(ctx context.Context) (Inventory, error)
+	Apply(ctx context.Context, decisionID int64, targets Targets) error
+}
+
+// ErrStaleDecision is returned by Apply for a decision older than the newest applied.
+var ErrStaleDecision = errors.New("stale decision: a newer decision was already applied")
+
+// ErrInvalidTargets is returned by Apply for targets no deployment can take.
+var ErrInvalidTargets = errors.New("invalid targets")
