@@ -266,6 +266,11 @@ type Config struct {
 	PluginRegistration map[string]any `yaml:"plugin_registration" json:"plugin_registration,omitempty"`
 }
 
+// AppliesNothing reports whether decisions are only recorded: advisory mode, or the noop
+// environment (which records them and changes nothing). Such a planner keeps no
+// pending-desired memory, since the deployment will never move towards its decisions.
+func (c Config) AppliesNothing() bool { return c.Advisory || c.Environment == EnvNoop }
+
 // Scheduling is Dynamo's SchedulingConfig.
 type Scheduling struct {
 	// TickMaxDurationSeconds bounds one whole tick.

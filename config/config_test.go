@@ -348,7 +348,10 @@ func TestCABundleMustExist(t *testing.T) {
 	c := Default()
 	c.MetricPullingPrometheusCABundle = &missing
 	c.Resolve()
-	require.ErrorContains(t, c.Validate(), "metric_pulling_prometheus_ca_bundle: must be a readable file")
+	require.NoError(t, c.Validate(), "Validate reads no file")
+	require.ErrorContains(t, c.CheckFiles(), "metric_pulling_prometheus_ca_bundle: must be a readable file")
+	_, err := Parse([]byte(`{"metric_pulling_prometheus_ca_bundle": "/nonexistent/ca.pem"}`), "inline", nil)
+	require.ErrorContains(t, err, "line 1: metric_pulling_prometheus_ca_bundle: must be a readable file")
 }
 
 func TestConfigJSONRoundTrip(t *testing.T) {

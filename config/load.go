@@ -138,7 +138,11 @@ func parse(data []byte, source string, isJSON bool, env LookupEnv) (Config, erro
 		return Config{}, fmt.Errorf("planner config %s:\n%w", source, err)
 	}
 	cfg.Resolve()
-	if err := cfg.Validate(); err != nil {
+	err = cfg.Validate()
+	if err == nil {
+		err = cfg.CheckFiles()
+	}
+	if err != nil {
 		var es Errors
 		if errors.As(err, &es) {
 			for _, e := range es {

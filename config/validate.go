@@ -9,7 +9,8 @@ import (
 
 // Validate reports every problem of the configuration, each with its field path; it returns
 // nil or an Errors value. It checks the configuration as given: call Resolve first to apply
-// the easy-mode override and the default scale interval (Load and Parse do).
+// the easy-mode override and the default scale interval (Load and Parse do). It reads no
+// file (it runs in workflow code); CheckFiles checks the files the configuration names.
 func (c *Config) Validate() error {
 	v := validator{}
 	v.oneOf("pre_deployment_sweeping_mode", c.PreDeploymentSweepingMode, "none", "rapid", "thorough")
@@ -134,11 +135,6 @@ func (c *Config) Validate() error {
 		v.add("metric_pulling_prometheus_endpoint", "must not be empty")
 	}
 	v.positive("metric_pulling_prometheus_request_timeout_seconds", c.MetricPullingPrometheusRequestTimeoutSeconds)
-	if c.MetricPullingPrometheusCABundle != nil {
-		if _, err := os.Stat(*c.MetricPullingPrometheusCABundle); err != nil {
-			v.add("metric_pulling_prometheus_ca_bundle", fmt.Sprintf("must be a readable file: %v", err))
-		}
-	}
 
 	// Load scaling.
 	if c.MaxNumFPMSamples < 1 {
@@ -292,4 +288,16 @@ func (v *validator) nonNegative(field string, x float64) {
 	if !(x >= 0) || math.IsInf(x, 0) {
 		v.add(field, fmt.Sprintf("must be >= 0 (got %v)", x))
 	}
+}
+
+// CheckFiles checks the files the configuration names exist where it is loaded (Load and
+// Parse call it after Validate): the Prometheus CA bundle.
+func (c *Config) CheckFiles() error {
+	if c.MetricPullingPrometheusCABundle == nil {
+		return nil
+	}
+	if _, err := os.Stat(*c.MetricPullingPrometheusCABundle); err != nil {
+		return Errors{{Field: "metric_pulling_prometheus_ca_bundle", Msg: fmt.Sprintf("must be a readable file: %v", err)}}
+	}
+	return nil
 }

@@ -243,7 +243,12 @@ func (p *Planner) newPredictors() ([3]predict.Predictor, error) {
 
 // NextTick returns the next tick of st (Dynamo's explicit schedule, reference §1.3): at the
 // earliest due loop, running every loop due within MergeToleranceS of it.
-func (p *Planner) NextTick(st State) Tick {
+func (p *Planner) NextTick(st State) Tick { return Schedule(p.cfg, st) }
+
+// Schedule is NextTick for a configuration without building a Planner: pure comparisons,
+// safe in workflow code (New validates the configuration, which may look at files).
+func Schedule(cfg config.Config, st State) Tick {
+	loadI, thrI := float64(cfg.LoadAdjustmentIntervalSeconds), float64(cfg.ThroughputAdjustmentIntervalSeconds)
 	t := Tick{At: math.Inf(1), NeedWorkers: true}
 	for _, at := range []*float64{st.NextLoadAt, st.NextThroughputAt} {
 		if at != nil && *at < t.At {
@@ -259,10 +264,10 @@ func (p *Planner) NextTick(st State) Tick {
 	t.NeedFPM = t.Load
 	switch {
 	case t.Throughput:
-		t.NeedTraffic, t.FullTraffic, t.TrafficDurationS = true, true, p.thrI
-	case t.Load && !p.cfg.EnableThroughputScaling:
+		t.NeedTraffic, t.FullTraffic, t.TrafficDurationS = true, true, thrI
+	case t.Load && !cfg.EnableThroughputScaling:
 		// A load-only planner refreshes the KV hit rate with a cheap read over the load interval.
-		t.NeedTraffic, t.TrafficDurationS = true, p.loadI
+		t.NeedTraffic, t.TrafficDurationS = true, loadI
 	}
 	return t
 }
@@ -572,8 +577,14 @@ func (t *tick) finish(dec *Decision) Decision {
 // dropped or a connector held back must not be remembered as submitted. Advisory planners
 // record nothing, as in Dynamo. It returns the new state; st is not modified.
 func (p *Planner) Submitted(st State, applied Decision, now float64) State {
+	return st.WithSubmitted(applied, now, p.cfg.Advisory)
+}
+
+// WithSubmitted is Submitted without a Planner (for workflow code): it returns a copy of st
+// remembering the submitted targets, unless advisory.
+func (st State) WithSubmitted(applied Decision, now float64, advisory bool) State {
 	next := st.Clone()
-	if p.cfg.Advisory {
+	if advisory {
 		return next
 	}
 	if applied.Prefill != nil {

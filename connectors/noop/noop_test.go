@@ -2,6 +2,8 @@ package noop
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/llmplanner/planner/connectors"
@@ -27,4 +29,32 @@ func TestRecordsAndAppliesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, *inv.ReadyDecode, "advisory: the deployment is unchanged")
 	require.Nil(t, inv.ExpectedDecode)
+}
+
+func TestJournalSurvivesRestart(t *testing.T) {
+	path := t.TempDir() + "/journal.jsonl"
+	inv := connectors.Inventory{ReadyPrefill: one(), ReadyDecode: one()}
+	j, err := Open(path, inv)
+	require.NoError(t, err)
+	two := 2
+	ctx := context.Background()
+	require.NoError(t, j.Apply(ctx, 1, connectors.Targets{Prefill: &two}))
+	require.NoError(t, j.Apply(ctx, 2, connectors.Targets{Decode: &two}))
+
+	// A new process: the retried decision 2 is recognised, decision 1 is stale.
+	again, err := Open(path, inv)
+	require.NoError(t, err)
+	require.NoError(t, again.Apply(ctx, 2, connectors.Targets{Decode: &two}))
+	require.ErrorIs(t, again.Apply(ctx, 1, connectors.Targets{Prefill: &two}), connectors.ErrStaleDecision)
+	require.Len(t, again.Recorded(), 2, "no decision recorded twice")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(string(data), "\n"))
+	got, err := again.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.AppliedDecisionID)
+
+	require.NoError(t, os.WriteFile(path, []byte("{\n"), 0o600))
+	_, err = Open(path, inv)
+	require.ErrorContains(t, err, "journal.jsonl:1")
 }

@@ -1,0 +1,307 @@
+// Package activities holds the planner workflow's activities: thin adapters from Temporal to
+// the pure packages. Init and Decide run the decision core (as local activities); the
+// observe activities read the deployment and its traffic; Apply sends a decision to the
+// connector. Errors carry the workflows.ErrType* types so the workflow's retry policies know
+// what is worth retrying.
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/connectors/noop"
+	"github.com/llmplanner/planner/observe"
+	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/scaling"
+	"github.com/llmplanner/planner/workflows"
+)
+
+// Activities holds what the activities need. The zero value works: no observation source
+// (traffic and FPM are then missing and the planner holds) and in-memory advisory
+// connectors.
+type Activities struct {
+	// Script, when set, provides scripted observations (tests, examples).
+	Script *observe.Script
+	// NoopJournalDir, when set, journals the advisory connector's decisions per deployment,
+	// so its decision ids survive a worker restart.
+	NoopJournalDir string
+	// Logger receives the activities' logs (slog.Default when nil).
+	Logger *slog.Logger
+	// Faults injects crashes for the durability test (nil: none).
+	Faults *Faults
+
+	mu       sync.Mutex
+	planners map[string]plannerEntry
+	noops    map[string]connectors.Connector
+}
+
+// Register registers every activity under its workflows.Activity* name.
+func (a *Activities) Register(r worker.Registry) {
+	r.RegisterActivityWithOptions(a.Init, activity.RegisterOptions{Name: workflows.ActivityInit})
+	r.RegisterActivityWithOptions(a.Decide, activity.RegisterOptions{Name: workflows.ActivityDecide})
+	r.RegisterActivityWithOptions(a.ObserveInventory, activity.RegisterOptions{Name: workflows.ActivityObserveInventory})
+	r.RegisterActivityWithOptions(a.ObserveTraffic, activity.RegisterOptions{Name: workflows.ActivityObserveTraffic})
+	r.RegisterActivityWithOptions(a.ObserveFPM, activity.RegisterOptions{Name: workflows.ActivityObserveFPM})
+	r.RegisterActivityWithOptions(a.Apply, activity.RegisterOptions{Name: workflows.ActivityApply})
+}
+
+func (a *Activities) logger() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+func nonRetryable(kind string, err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), kind, err)
+}
+
+// planner returns the scaling.Planner of a configuration and the profile it was built with
+// (nil when there is none), cached: building one validates the configuration, reads the
+// profile files and builds the interpolators.
+func (a *Activities) planner(cfg config.Config) (plannerEntry, error) {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return plannerEntry{}, nonRetryable(workflows.ErrTypeBadConfig, err)
+	}
+	sum := sha256.Sum256(data)
+	key := string(sum[:])
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e, ok := a.planners[key]; ok {
+		return e, nil
+	}
+	profile, perr := loadProfile(cfg)
+	if perr != nil && cfg.ThroughputSizing == config.SizingInterpolation && cfg.OptimizationTarget == config.TargetSLA {
+		return plannerEntry{}, nonRetryable(workflows.ErrTypeBadConfig, perr)
+	}
+	p, err := scaling.New(cfg, profile)
+	if err != nil {
+		return plannerEntry{}, nonRetryable(workflows.ErrTypeBadConfig, err)
+	}
+	if a.planners == nil {
+		a.planners = map[string]plannerEntry{}
+	}
+	e := plannerEntry{planner: p, profile: profile, profileErr: perr}
+	a.planners[key] = e
+	return e, nil
+}
+
+type plannerEntry struct {
+	planner    *scaling.Planner
+	profile    *perf.Profile
+	profileErr error
+}
+
+// loadProfile reads profile_results_dir for the sla target (nil when absent: the perf models
+// then wait for live FPMs, Dynamo's last bootstrap source).
+func loadProfile(cfg config.Config) (*perf.Profile, error) {
+	if cfg.OptimizationTarget != config.TargetSLA {
+		return nil, nil
+	}
+	p, err := perf.LoadProfile(cfg.ProfileResultsDir)
+	if err != nil {
+		return nil, fmt.Errorf("profile_results_dir %q: %w", cfg.ProfileResultsDir, err)
+	}
+	return p, nil
+}
+
+// Init builds the initial decision-core state: perf models seeded from the profile (when
+// there is one) and predictors warmed with the warm-up trace (when configured).
+func (a *Activities) Init(ctx context.Context, req workflows.InitRequest) (workflows.InitResult, error) {
+	e, err := a.planner(req.Config)
+	if err != nil {
+		return workflows.InitResult{}, err
+	}
+	p, profile := e.planner, e.profile
+	var boot scaling.Bootstrap
+	var notes []string
+	if req.Config.OptimizationTarget == config.TargetSLA {
+		if profile == nil {
+			notes = append(notes, fmt.Sprintf("no profile (%v): the perf models wait for %d live FPM samples", e.profileErr, req.Config.LoadMinObservations))
+		} else {
+			boot.PrefillFPMs = perf.PrefillBootstrapFPMs(profile.Prefill)
+			boot.DecodeFPMs = perf.DecodeBootstrapFPMs(profile.Decode)
+			notes = append(notes, fmt.Sprintf("perf models seeded from %s: %d prefill and %d decode points", profile.Dir, len(boot.PrefillFPMs), len(boot.DecodeFPMs)))
+		}
+	}
+	if path := req.Config.LoadPredictorWarmupTrace; path != nil && req.Config.EnableThroughputScaling {
+		reqs, err := predict.ReadTrace(*path)
+		if err != nil {
+			return workflows.InitResult{}, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("load_predictor_warmup_trace: %w", err))
+		}
+		boot.WarmupWindows = predict.Bucket(reqs, float64(req.Config.ThroughputAdjustmentIntervalSeconds))
+		notes = append(notes, fmt.Sprintf("predictors warmed with %d windows of %s", len(boot.WarmupWindows), *path))
+	}
+	st, err := p.Init(req.Now, boot)
+	if err != nil {
+		return workflows.InitResult{}, nonRetryable(workflows.ErrTypeBadConfig, err)
+	}
+	a.logger().InfoContext(ctx, "planner initialised", "deployment", req.Deployment.WorkflowID(), "notes", notes)
+	return workflows.InitResult{Core: st, Notes: notes}, nil
+}
+
+// Decide runs the decision core on one tick.
+func (a *Activities) Decide(ctx context.Context, req workflows.DecideRequest) (workflows.DecideResult, error) {
+	e, err := a.planner(req.Config)
+	if err != nil {
+		return workflows.DecideResult{}, err
+	}
+	st, dec, diag, err := e.planner.Decide(req.State, req.Input)
+	if err != nil {
+		return workflows.DecideResult{}, nonRetryable(workflows.ErrTypeBadState, err)
+	}
+	a.Faults.Hit(ctx, FaultAfterDecide, req.Tick)
+	return workflows.DecideResult{State: st, Decision: dec, Diagnostics: diag}, nil
+}
+
+// ObserveTraffic reads the traffic over the requested window (nil when no source: the
+// throughput loop then holds with no_traffic_data).
+func (a *Activities) ObserveTraffic(_ context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error) {
+	if a.Script == nil {
+		return nil, nil
+	}
+	return a.Script.Traffic(req.Tick, req.TrafficDurationS), nil
+}
+
+// ObserveFPM reads the engines' latest FPMs and their capabilities.
+func (a *Activities) ObserveFPM(_ context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error) {
+	if a.Script == nil {
+		return workflows.FPMResult{}, nil
+	}
+	return workflows.FPMResult{FPM: a.Script.FPM(req.Tick, req.ReadyPrefill, req.ReadyDecode), Capabilities: a.Script.Capabilities(req.Tick)}, nil
+}
+
+// ObserveInventory reads the connector's inventory.
+func (a *Activities) ObserveInventory(ctx context.Context, req workflows.ObserveRequest) (connectors.Inventory, error) {
+	c, err := a.connector(req.Deployment, req.Environment, req.InitialPrefill, req.InitialDecode)
+	if err != nil {
+		return connectors.Inventory{}, err
+	}
+	inv, err := c.Inventory(ctx)
+	if err != nil {
+		return connectors.Inventory{}, temporal.NewApplicationErrorWithCause(err.Error(), workflows.ErrTypeUnavailable, err)
+	}
+	return inv, nil
+}
+
+// Apply sends a decision to the connector. A retry of the same decision is harmless; a
+// stale or invalid one is a non-retryable error.
+func (a *Activities) Apply(ctx context.Context, req workflows.ApplyRequest) error {
+	c, err := a.connector(req.Deployment, req.Environment, req.InitialPrefill, req.InitialDecode)
+	if err != nil {
+		return err
+	}
+	err = c.Apply(ctx, req.DecisionID, req.Targets)
+	switch {
+	case errors.Is(err, connectors.ErrStaleDecision):
+		return nonRetryable(workflows.ErrTypeStaleDecision, err)
+	case errors.Is(err, connectors.ErrInvalidTargets):
+		return nonRetryable(workflows.ErrTypeInvalidTargets, err)
+	case err != nil:
+		return temporal.NewApplicationErrorWithCause(err.Error(), workflows.ErrTypeUnavailable, err)
+	}
+	a.logger().InfoContext(ctx, "decision applied", "deployment", req.Deployment.WorkflowID(), "decision_id", req.DecisionID,
+		"targets", req.Targets.String(), "environment", req.Environment)
+	a.Faults.Hit(ctx, FaultAfterApply, req.DecisionID)
+	return nil
+}
+
+// connector returns the connector of a deployment. This worker drives the advisory (noop)
+// environment; kubernetes and local arrive with their issues, and virtual lives in the
+// workflow itself.
+func (a *Activities) connector(d workflows.Deployment, env config.Environment, prefill, decode int) (connectors.Connector, error) {
+	if env != config.EnvNoop {
+		return nil, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("environment %q has no connector in this worker (supported: noop; virtual runs in the workflow)", env))
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.noops == nil {
+		a.noops = map[string]connectors.Connector{}
+	}
+	key := d.WorkflowID()
+	if c, ok := a.noops[key]; ok {
+		return c, nil
+	}
+	inv := connectors.Inventory{ReadyPrefill: &prefill, ReadyDecode: &decode}
+	var c connectors.Connector = noop.New(inv)
+	if a.NoopJournalDir != "" {
+		name := strings.NewReplacer("/", "_").Replace(key) + ".jsonl"
+		j, err := noop.Open(filepath.Join(a.NoopJournalDir, name), inv)
+		if err != nil {
+			return nil, temporal.NewApplicationErrorWithCause(err.Error(), workflows.ErrTypeUnavailable, err)
+		}
+		c = j
+	}
+	a.noops[key] = c
+	return c, nil
+}
+
+// Fault points for the durability test.
+const (
+	FaultAfterDecide = "decide"
+	FaultAfterApply  = "apply"
+)
+
+// Faults kills the worker process at chosen points, once each, to test durability: PLANNER_FAULTS
+// lists "point@n" entries ("decide@5": right after Decide computed tick 5, before the workflow
+// records it; "apply@3": right after the connector applied decision 3, before the activity
+// completes), and a marker file per entry in Dir makes each fire only once across restarts.
+// It is for tests only and off unless configured.
+type Faults struct {
+	Dir    string
+	points map[string]bool
+}
+
+// FaultsFromEnv reads PLANNER_FAULTS and PLANNER_FAULTS_DIR (nil when unset).
+func FaultsFromEnv() (*Faults, error) {
+	spec := strings.TrimSpace(os.Getenv("PLANNER_FAULTS"))
+	if spec == "" {
+		return nil, nil
+	}
+	f := &Faults{Dir: os.Getenv("PLANNER_FAULTS_DIR"), points: map[string]bool{}}
+	if f.Dir == "" {
+		return nil, errors.New("PLANNER_FAULTS needs PLANNER_FAULTS_DIR (a directory for the once-only markers)")
+	}
+	for _, p := range strings.Split(spec, ",") {
+		if !strings.Contains(p, "@") {
+			return nil, fmt.Errorf("PLANNER_FAULTS entry %q: want point@n", p)
+		}
+		f.points[strings.TrimSpace(p)] = true
+	}
+	return f, nil
+}
+
+// Hit kills the process if point@n is configured and has not fired yet.
+func (f *Faults) Hit(ctx context.Context, point string, n int64) {
+	if f == nil {
+		return
+	}
+	key := fmt.Sprintf("%s@%d", point, n)
+	if !f.points[key] {
+		return
+	}
+	marker := filepath.Join(f.Dir, strings.ReplaceAll(key, "@", "_"))
+	fh, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return // already fired
+	}
+	fh.Close()
+	slog.Default().WarnContext(ctx, "fault injection: killing the worker", "point", key)
+	killSelf()
+}

@@ -1,0 +1,639 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/connectors/virtual"
+	"github.com/llmplanner/planner/scaling"
+)
+
+// LogicVersion is the planner workflow's logic version. Any change to what the workflow
+// records in history (commands, their order, their inputs) gets a new version, a branch on
+// State.LogicVersion for executions that started before it, and a recorded history under
+// replaytests/testdata (a test fails otherwise).
+const LogicVersion = 1
+
+// Timeouts and retries of the tick's steps.
+const (
+	observeTimeout   = 15 * time.Second
+	applyTimeout     = 30 * time.Second
+	localTimeout     = 20 * time.Second
+	initRetryAfter   = 30 * time.Second
+	waitDecisionSpan = 50 * time.Second
+)
+
+// PlannerWorkflow is the durable planner of one deployment: it runs Dynamo's load and
+// throughput ticks forever, keeps the decision core's state, the operator's overrides and the
+// virtual connector's protocol in its state, and continues as new when the server suggests
+// it. See docs/runbook.md for the messages.
+func PlannerWorkflow(ctx workflow.Context, in Input) error {
+	r, err := newRun(ctx, in)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadConfig, err)
+	}
+	if err := r.register(); err != nil {
+		return err
+	}
+	return r.loop()
+}
+
+type run struct {
+	ctx     workflow.Context
+	st      *State
+	in      Input
+	logger  log.Logger
+	wake    workflow.Channel
+	signals []workflow.ReceiveChannel
+	// draining is set before Continue-As-New: blocked wait_decision calls return.
+	draining  bool
+	ticksHere int
+	initErr   string
+}
+
+func newRun(ctx workflow.Context, in Input) (*run, error) {
+	r := &run{ctx: ctx, in: in, logger: workflow.GetLogger(ctx), wake: workflow.NewBufferedChannel(ctx, 1)}
+	if in.State != nil {
+		r.st = in.State
+		r.st.Runs++
+		return r, nil
+	}
+	if err := in.Deployment.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid deployment: %w", err)
+	}
+	cfg, err := withConfig(in.Config)
+	if err != nil {
+		return nil, fmt.Errorf("invalid planner config:\n%w", err)
+	}
+	if in.InitialPrefill < 0 || in.InitialDecode < 0 {
+		return nil, errors.New("initial replica counts must be >= 0")
+	}
+	ack := in.AckTimeoutSeconds
+	if ack == 0 {
+		ack = virtual.DefaultAckTimeoutSeconds
+	}
+	if ack < 0 {
+		return nil, errors.New("ack_timeout_seconds must be >= 0")
+	}
+	r.st = &State{LogicVersion: LogicVersion, Deployment: in.Deployment, Config: cfg, InitialPrefill: in.InitialPrefill,
+		InitialDecode: in.InitialDecode, AckTimeoutSeconds: ack, Runs: 1}
+	if cfg.Environment == config.EnvVirtual {
+		v := virtual.NewState(in.InitialPrefill, in.InitialDecode)
+		r.st.Virtual = &v
+	}
+	return r, nil
+}
+
+func (r *run) now() float64 {
+	return float64(workflow.Now(r.ctx).UnixNano()) / 1e9
+}
+
+// register installs the query, update and signal handlers.
+func (r *run) register() error {
+	ctx, st := r.ctx, r.st
+	queries := []struct {
+		name, desc string
+		fn         any
+	}{
+		{QueryState, "the planner's state at a glance", func() (StateView, error) { return r.view(), nil }},
+		{QueryDiagnostics, "the recent ticks, oldest first", func() ([]TickRecord, error) { return st.Recent, nil }},
+		{QueryConfig, "the configuration in force", func() (config.Config, error) { return st.Config, nil }},
+		{QueryVirtualDecision, "the newest virtual decision", func() (virtual.Decision, error) {
+			if st.Virtual == nil {
+				return virtual.Decision{}, fmt.Errorf("environment %q publishes no virtual decisions", st.Config.Environment)
+			}
+			return st.Virtual.Decision, nil
+		}},
+	}
+	for _, q := range queries {
+		if err := workflow.SetQueryHandlerWithOptions(ctx, q.name, q.fn, workflow.QueryHandlerOptions{Description: q.desc}); err != nil {
+			return err
+		}
+	}
+	wake := func() { r.wake.SendAsync(true) }
+	updates := []struct {
+		name, desc string
+		handler    any
+		validator  any
+	}{
+		{UpdateSetReplicas, "pin a component's replicas for a time",
+			func(_ workflow.Context, q SetReplicasRequest) (Result, error) {
+				msg := st.SetReplicas(r.now(), q)
+				wake()
+				return Result{msg}, nil
+			}, func(_ workflow.Context, q SetReplicasRequest) error { return st.ValidateSetReplicas(q) }},
+		{UpdateClearOverride, "remove replica overrides",
+			func(_ workflow.Context, q ClearOverrideRequest) (Result, error) {
+				return Result{st.ClearOverride(q)}, nil
+			},
+			func(_ workflow.Context, q ClearOverrideRequest) error { return st.ValidateClearOverride(q) }},
+		{UpdatePause, "pause scale-up, scale-down or both",
+			func(_ workflow.Context, q DirectionRequest) (Result, error) { return Result{st.Pause(q)}, nil },
+			func(_ workflow.Context, q DirectionRequest) error { return ValidateDirection(q) }},
+		{UpdateResume, "resume scale-up, scale-down or both",
+			func(_ workflow.Context, q DirectionRequest) (Result, error) { return Result{st.Resume(q)}, nil },
+			func(_ workflow.Context, q DirectionRequest) error { return ValidateDirection(q) }},
+		{UpdateSetSLA, "change the TTFT and ITL targets",
+			func(_ workflow.Context, q SetSLARequest) (Result, error) { return Result{st.SetSLA(q)}, nil },
+			func(_ workflow.Context, q SetSLARequest) error { return st.ValidateSetSLA(q) }},
+		{UpdateSetLimits, "change the minimum endpoints and GPU budgets",
+			func(_ workflow.Context, q SetLimitsRequest) (Result, error) { return Result{st.SetLimits(q)}, nil },
+			func(_ workflow.Context, q SetLimitsRequest) error { return st.ValidateSetLimits(q) }},
+		{UpdateAcknowledge, "acknowledge a virtual decision",
+			func(_ workflow.Context, q AcknowledgeRequest) (Result, error) { return Result{st.Acknowledge(q)}, nil },
+			func(_ workflow.Context, q AcknowledgeRequest) error { return st.ValidateAcknowledge(q) }},
+		{UpdateConfig, "replace the configuration",
+			func(_ workflow.Context, q ConfigRequest) (Result, error) { return Result{st.SetConfig(q)}, nil },
+			func(_ workflow.Context, q ConfigRequest) error { return st.ValidateConfig(q) }},
+		{UpdateWaitDecision, "wait (up to a minute) for a virtual decision newer than after_decision_id",
+			func(ctx workflow.Context, q WaitDecisionRequest) (virtual.Decision, error) {
+				_, err := workflow.AwaitWithTimeout(ctx, waitDecisionSpan, func() bool {
+					return r.draining || st.Virtual.Decision.DecisionID > q.AfterDecisionID
+				})
+				if err != nil {
+					return virtual.Decision{}, err
+				}
+				return st.Virtual.Decision, nil
+			}, func(_ workflow.Context, q WaitDecisionRequest) error {
+				if st.Virtual == nil {
+					return fmt.Errorf("environment %q publishes no virtual decisions", st.Config.Environment)
+				}
+				return nil
+			}},
+	}
+	for _, u := range updates {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator, Description: u.desc}); err != nil {
+			return err
+		}
+	}
+	for _, name := range SignalNames {
+		r.signals = append(r.signals, workflow.GetSignalChannelWithOptions(ctx, name, workflow.SignalChannelOptions{
+			Description: "the " + name + " update as a signal: invalid payloads are recorded as rejected, never applied",
+		}))
+	}
+	return nil
+}
+
+// handleSignal validates and applies one signal; an invalid one is recorded as rejected.
+func (r *run) handleSignal(ch workflow.ReceiveChannel) {
+	st, name := r.st, ch.Name()
+	var err error
+	var msg string
+	receive := func(v any) bool {
+		ch.Receive(r.ctx, v)
+		return true
+	}
+	switch name {
+	case UpdateSetReplicas:
+		var q SetReplicasRequest
+		receive(&q)
+		if err = st.ValidateSetReplicas(q); err == nil {
+			msg = st.SetReplicas(r.now(), q)
+			r.wake.SendAsync(true)
+		}
+	case UpdateClearOverride:
+		var q ClearOverrideRequest
+		receive(&q)
+		if err = st.ValidateClearOverride(q); err == nil {
+			msg = st.ClearOverride(q)
+		}
+	case UpdatePause, UpdateResume:
+		var q DirectionRequest
+		receive(&q)
+		if err = ValidateDirection(q); err == nil {
+			if name == UpdatePause {
+				msg = st.Pause(q)
+			} else {
+				msg = st.Resume(q)
+			}
+		}
+	case UpdateSetSLA:
+		var q SetSLARequest
+		receive(&q)
+		if err = st.ValidateSetSLA(q); err == nil {
+			msg = st.SetSLA(q)
+		}
+	case UpdateSetLimits:
+		var q SetLimitsRequest
+		receive(&q)
+		if err = st.ValidateSetLimits(q); err == nil {
+			msg = st.SetLimits(q)
+		}
+	case UpdateAcknowledge:
+		var q AcknowledgeRequest
+		receive(&q)
+		if err = st.ValidateAcknowledge(q); err == nil {
+			msg = st.Acknowledge(q)
+		}
+	}
+	if err != nil {
+		st.reject(r.now(), name, err, true)
+		r.logger.Warn("signal rejected", "signal", name, "error", err)
+		return
+	}
+	r.logger.Info("signal applied", "signal", name, "result", msg)
+}
+
+// drainSignals applies every buffered signal without blocking.
+func (r *run) drainSignals() {
+	for {
+		got := false
+		for _, ch := range r.signals {
+			for ch.Len() > 0 {
+				r.handleSignal(ch)
+				got = true
+			}
+		}
+		if !got {
+			return
+		}
+	}
+}
+
+func (r *run) loop() error {
+	for {
+		// A cancelled planner stops here (`temporal workflow cancel`): nothing is applied
+		// after the request.
+		if err := r.ctx.Err(); err != nil {
+			r.logger.Info("planner cancelled", "ticks", r.st.Ticks)
+			return err
+		}
+		if err := r.maybeContinueAsNew(); err != nil {
+			return err
+		}
+		if r.st.Core == nil {
+			r.initialize()
+			continue
+		}
+		tk := scaling.Schedule(r.st.Config, *r.st.Core)
+		woken := r.waitUntil(tk)
+		if r.ctx.Err() != nil {
+			continue
+		}
+		if woken {
+			r.overridePass()
+			continue
+		}
+		r.scheduledTick(tk)
+	}
+}
+
+// waitUntil sleeps until the tick is due, handling signals meanwhile. It returns true when
+// an override woke it first.
+func (r *run) waitUntil(tk scaling.Tick) bool {
+	r.drainSignals()
+	d := time.Duration((tk.At - r.now()) * float64(time.Second))
+	if d <= 0 {
+		return false
+	}
+	timerCtx, cancel := workflow.WithCancel(r.ctx)
+	defer cancel()
+	fired, woken := false, false
+	sel := workflow.NewSelector(r.ctx)
+	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: tickSummary(tk, r.st.Ticks+1)}), func(workflow.Future) { fired = true })
+	sel.AddReceive(r.wake, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(r.ctx, nil)
+		woken = true
+	})
+	for _, ch := range r.signals {
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { r.handleSignal(c) })
+	}
+	for !fired && !woken {
+		sel.Select(r.ctx)
+	}
+	return woken && !fired
+}
+
+func tickSummary(tk scaling.Tick, n int64) string {
+	var loops []string
+	if tk.Load {
+		loops = append(loops, "load")
+	}
+	if tk.Throughput {
+		loops = append(loops, "throughput")
+	}
+	return fmt.Sprintf("%s tick %d", strings.Join(loops, "+"), n)
+}
+
+// maybeContinueAsNew continues as new when the server suggests it (or after MaxTicksPerRun
+// ticks), once every handler has finished and every buffered signal is applied.
+func (r *run) maybeContinueAsNew() error {
+	info := workflow.GetInfo(r.ctx)
+	due := info.GetContinueAsNewSuggested() || (r.in.MaxTicksPerRun > 0 && r.ticksHere >= r.in.MaxTicksPerRun)
+	if !due {
+		return nil
+	}
+	r.draining = true
+	if err := workflow.Await(r.ctx, func() bool { return workflow.AllHandlersFinished(r.ctx) }); err != nil {
+		return err
+	}
+	r.drainSignals()
+	r.logger.Info("continuing as new", "ticks", r.st.Ticks, "history_length", info.GetCurrentHistoryLength())
+	next := r.in
+	next.State = r.st
+	return workflow.NewContinueAsNewError(r.ctx, PlannerWorkflow, next)
+}
+
+// initialize seeds the decision core; on failure it says why and retries later.
+func (r *run) initialize() {
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: localTimeout, Summary: "initialise perf models and predictors",
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{ErrTypeBadConfig}},
+	})
+	var res InitResult
+	err := workflow.ExecuteLocalActivity(ctx, ActivityInit, InitRequest{Deployment: r.st.Deployment, Config: r.st.Config, Now: r.now()}).Get(ctx, &res)
+	if err == nil {
+		r.st.Core = &res.Core
+		r.initErr = ""
+		for _, n := range res.Notes {
+			r.logger.Info("planner initialised", "note", n)
+		}
+		r.details(nil)
+		return
+	}
+	r.initErr = err.Error()
+	r.logger.Error("planner initialisation failed; retrying", "error", err, "retry_in", initRetryAfter)
+	r.details(nil)
+	_ = workflow.NewTimerWithOptions(r.ctx, initRetryAfter, workflow.TimerOptions{Summary: "retry initialisation"}).Get(r.ctx, nil)
+}
+
+// scheduledTick is one planner tick: observe inventory, FPM and traffic, decide, guard,
+// apply, record.
+func (r *run) scheduledTick(tk scaling.Tick) {
+	st := r.st
+	st.Ticks++
+	r.ticksHere++
+	now := r.now()
+	rec := TickRecord{Tick: st.Ticks, Kind: "scheduled", At: now}
+	inv := r.observeInventory(&rec)
+	in := scaling.Input{Now: now}
+	if inv != nil {
+		in.Workers = inv.WorkerCounts()
+	}
+	if tk.NeedFPM {
+		ready := func(p *int) int {
+			if p == nil {
+				return 0
+			}
+			return *p
+		}
+		var fr FPMResult
+		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks}
+		if inv != nil {
+			req.ReadyPrefill, req.ReadyDecode = ready(inv.ReadyPrefill), ready(inv.ReadyDecode)
+		}
+		if err := r.activity(ActivityObserveFPM, "observe FPM", observeTimeout, 2, req, &fr); err != nil {
+			rec.Notes = append(rec.Notes, "FPM unreadable: "+err.Error())
+		} else {
+			in.FPM = fr.FPM
+			mergeCapabilities(&st.Capabilities, fr.Capabilities)
+		}
+	}
+	if tk.NeedTraffic {
+		var tr *scaling.TrafficObservation
+		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks, TrafficDurationS: tk.TrafficDurationS}
+		if err := r.activity(ActivityObserveTraffic, fmt.Sprintf("observe traffic (%gs)", tk.TrafficDurationS), observeTimeout, 2, req, &tr); err != nil {
+			rec.Notes = append(rec.Notes, "traffic unreadable: "+err.Error())
+		} else {
+			in.Traffic = tr
+		}
+	}
+	in.Capabilities = st.Capabilities
+
+	var dr DecideResult
+	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: localTimeout, Summary: "decide",
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{ErrTypeBadConfig, ErrTypeBadState}},
+	})
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityDecide, DecideRequest{Tick: st.Ticks, Config: st.Config, State: *st.Core, Input: in}).Get(lctx, &dr); err != nil {
+		rec.Notes = append(rec.Notes, "decide failed, holding: "+err.Error())
+		r.logger.Error("decide failed; holding", "error", err)
+		// Keep the schedule moving: without a new state the same tick would run again at once.
+		r.bumpSchedule(tk, now)
+		r.finishTick(&rec, scaling.Decision{})
+		return
+	}
+	st.Core = &dr.State
+	rec.Diagnostics = &dr.Diagnostics
+	r.finishTick(&rec, dr.Decision)
+}
+
+// bumpSchedule moves the due loops forward after a failed Decide.
+func (r *run) bumpSchedule(tk scaling.Tick, now float64) {
+	core := r.st.Core
+	if tk.Load && core.NextLoadAt != nil {
+		v := now + float64(r.st.Config.LoadAdjustmentIntervalSeconds)
+		core.NextLoadAt = &v
+	}
+	if tk.Throughput && core.NextThroughputAt != nil {
+		v := now + float64(r.st.Config.ThroughputAdjustmentIntervalSeconds)
+		core.NextThroughputAt = &v
+	}
+}
+
+// overridePass applies a new replica override at once, without a planner decision.
+func (r *run) overridePass() {
+	r.st.Ticks++
+	rec := TickRecord{Tick: r.st.Ticks, Kind: "override", At: r.now()}
+	r.observeInventory(&rec)
+	r.finishTick(&rec, scaling.Decision{})
+}
+
+// finishTick guards the decision, applies it, and records the tick.
+func (r *run) finishTick(rec *TickRecord, dec scaling.Decision) {
+	now := rec.At
+	targets, source, notes := r.guards(dec, now)
+	rec.Notes = append(rec.Notes, notes...)
+	id, submitted, applyNotes := r.apply(targets, source, now)
+	rec.Notes = append(rec.Notes, applyNotes...)
+	rec.Applied, rec.DecisionID = targets, id
+	if r.st.Core != nil && !submitted.Empty() {
+		next := r.st.Core.WithSubmitted(submitted, now, r.st.Config.AppliesNothing())
+		r.st.Core = &next
+	}
+	r.st.recordTick(*rec)
+	r.details(rec)
+	r.metrics(rec)
+}
+
+func mergeCapabilities(into *scaling.WorkerCapabilities, got scaling.WorkerCapabilities) {
+	if got.Prefill != nil {
+		c := *got.Prefill
+		into.Prefill = &c
+	}
+	if got.Decode != nil {
+		c := *got.Decode
+		into.Decode = &c
+	}
+}
+
+// activity runs a regular activity with a timeout and attempts.
+func (r *run) activity(name, summary string, timeout time.Duration, attempts int32, req, res any) error {
+	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout, Summary: summary,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: attempts,
+			NonRetryableErrorTypes: []string{ErrTypeInvalidTargets, ErrTypeStaleDecision, ErrTypeBadConfig}},
+	})
+	return workflow.ExecuteActivity(ctx, name, req).Get(ctx, res)
+}
+
+// observeInventory reads the deployment: the virtual protocol's view, or the connector's.
+func (r *run) observeInventory(rec *TickRecord) *connectors.Inventory {
+	st := r.st
+	var inv connectors.Inventory
+	if st.Virtual != nil {
+		inv = st.Virtual.Inventory()
+	} else {
+		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks,
+			InitialPrefill: st.InitialPrefill, InitialDecode: st.InitialDecode}
+		if err := r.activity(ActivityObserveInventory, "observe inventory", observeTimeout, 2, req, &inv); err != nil {
+			rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+err.Error())
+			return nil
+		}
+	}
+	mergeCapabilities(&st.Capabilities, inv.Capabilities)
+	st.Inventory = &inv
+	// Decisions whose targets the deployment now runs are done.
+	for i := range st.Decisions {
+		d := &st.Decisions[i]
+		if d.Status != StatusApplied && d.Status != StatusPublished {
+			continue
+		}
+		if reached(d.Targets.Prefill, inv.ReadyPrefill) && reached(d.Targets.Decode, inv.ReadyDecode) {
+			d.Status = StatusDone
+		}
+	}
+	return &inv
+}
+
+func reached(target, ready *int) bool {
+	return target == nil || (ready != nil && *ready == *target)
+}
+
+// guards turns the planner's decision into targets: replica overrides win (applied once,
+// then the planner's decisions for that component are suppressed until the override
+// expires or is cleared), and paused directions drop the planner's own moves.
+func (r *run) guards(dec scaling.Decision, now float64) (connectors.Targets, string, []string) {
+	st := r.st
+	var notes []string
+	var t connectors.Targets
+	source := "planner"
+	for _, c := range []string{ComponentPrefill, ComponentDecode} {
+		if !st.hasComponent(c) {
+			continue
+		}
+		if o := st.override(c); o != nil && now >= o.ExpiresAt {
+			st.setOverride(c, nil)
+			notes = append(notes, fmt.Sprintf("%s override of %d replicas expired: the planner decides again", c, o.Replicas))
+		}
+		want := dec.Decode
+		if c == ComponentPrefill {
+			want = dec.Prefill
+		}
+		if o := st.override(c); o != nil {
+			if want != nil {
+				notes = append(notes, fmt.Sprintf("planner's %s target %d suppressed by the operator's override", c, *want))
+			}
+			want = nil
+			if !o.Applied {
+				v := o.Replicas
+				want, source = &v, "override"
+			}
+		} else if want != nil {
+			cur := st.ready(c)
+			if *want > cur && st.Overrides.PauseScaleUp {
+				notes = append(notes, fmt.Sprintf("%s scale-up %d -> %d not applied: scale-up is paused", c, cur, *want))
+				want = nil
+			} else if *want < cur && st.Overrides.PauseScaleDown {
+				notes = append(notes, fmt.Sprintf("%s scale-down %d -> %d not applied: scale-down is paused", c, cur, *want))
+				want = nil
+			}
+		}
+		if c == ComponentPrefill {
+			t.Prefill = want
+		} else {
+			t.Decode = want
+		}
+	}
+	return t, source, notes
+}
+
+// apply sends the targets to the connector as a new decision and returns its id and what
+// was submitted (for the pending-desired guard).
+func (r *run) apply(t connectors.Targets, source string, now float64) (int64, scaling.Decision, []string) {
+	st := r.st
+	if t.Prefill == nil && t.Decode == nil {
+		return 0, scaling.Decision{}, nil
+	}
+	st.LastDecisionID++
+	id := st.LastDecisionID
+	rec := DecisionRecord{ID: id, At: now, Tick: st.Ticks, Source: source, Targets: t}
+	submitted := scaling.Decision{Prefill: t.Prefill, Decode: t.Decode}
+	var notes []string
+	markOverridesApplied := func() {
+		for _, c := range []string{ComponentPrefill, ComponentDecode} {
+			if o := st.override(c); o != nil && !o.Applied {
+				o.Applied = true
+			}
+		}
+	}
+	switch {
+	case st.Config.Advisory:
+		rec.Status = StatusRecorded
+		notes = append(notes, fmt.Sprintf("advisory: decision %d (%s) recorded, not applied", id, t))
+		markOverridesApplied()
+		submitted = scaling.Decision{}
+	case st.Virtual != nil:
+		switch st.Virtual.Propose(now, t.Prefill, t.Decode, st.AckTimeoutSeconds) {
+		case virtual.Published, virtual.PublishedAfterTimeout:
+			v := st.Virtual.Decision.DecisionID
+			rec.Status, rec.VirtualDecisionID = StatusPublished, &v
+			notes = append(notes, fmt.Sprintf("decision %d published as virtual decision %d: %s", id, v, t))
+			markOverridesApplied()
+		case virtual.Unchanged:
+			rec.Status = StatusDone
+			markOverridesApplied()
+		case virtual.AwaitingAcknowledgement:
+			rec.Status = StatusHeld
+			notes = append(notes, fmt.Sprintf("decision %d (%s) held: virtual decision %d is not acknowledged yet", id, t, st.Virtual.Decision.DecisionID))
+			submitted = scaling.Decision{}
+		}
+	default:
+		req := ApplyRequest{Deployment: st.Deployment, Environment: st.Config.Environment, DecisionID: id, Targets: t,
+			InitialPrefill: st.InitialPrefill, InitialDecode: st.InitialDecode}
+		if err := r.activity(ActivityApply, "apply "+r.describeMove(t), applyTimeout, 5, req, nil); err != nil {
+			rec.Status, rec.Error = StatusFailed, err.Error()
+			notes = append(notes, fmt.Sprintf("decision %d (%s) failed: %v", id, t, err))
+			submitted = scaling.Decision{}
+		} else if st.Config.AppliesNothing() {
+			// The noop connector recorded it; the deployment does not move.
+			rec.Status = StatusRecorded
+			markOverridesApplied()
+		} else {
+			rec.Status = StatusApplied
+			markOverridesApplied()
+		}
+	}
+	st.record(rec)
+	return id, submitted, notes
+}
+
+// describeMove renders targets against the current counts ("prefill 2→3 decode 4→5").
+func (r *run) describeMove(t connectors.Targets) string {
+	var parts []string
+	if t.Prefill != nil {
+		parts = append(parts, fmt.Sprintf("prefill %d→%d", r.st.ready(ComponentPrefill), *t.Prefill))
+	}
+	if t.Decode != nil {
+		parts = append(parts, fmt.Sprintf("decode %d→%d", r.st.ready(ComponentDecode), *t.Decode))
+	}
+	return strings.Join(parts, " ")
+}

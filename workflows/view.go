@@ -1,0 +1,207 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/scaling"
+)
+
+// view builds the state query's answer.
+func (r *run) view() StateView {
+	st := r.st
+	v := StateView{
+		WorkflowID: st.Deployment.WorkflowID(), Deployment: st.Deployment, LogicVersion: st.LogicVersion,
+		Mode: string(st.Config.Mode), Target: string(st.Config.OptimizationTarget), Environment: string(st.Config.Environment),
+		Advisory: st.Config.AppliesNothing(), Initialized: st.Core != nil, Ticks: st.Ticks, Runs: st.Runs,
+		Inventory: st.Inventory, Decisions: st.Decisions, Overrides: st.Overrides, Virtual: st.Virtual,
+		Rejected: st.Rejected, TTFTMs: st.Config.TTFTMs, ITLMs: st.Config.ITLMs, InitError: r.initErr,
+	}
+	for _, o := range []*ReplicaOverride{st.Overrides.Prefill, st.Overrides.Decode} {
+		if o != nil && o.Forced {
+			v.Forced = true
+		}
+	}
+	if n := len(st.Recent); n > 0 {
+		last := st.Recent[n-1]
+		v.LastTick = &last
+	}
+	if st.Core != nil {
+		v.NextTickAt = scaling.Schedule(st.Config, *st.Core).At
+		v.LowerBoundPrefill, v.LowerBoundDecode = st.Core.LowerBoundPrefill, st.Core.LowerBoundDecode
+		for _, m := range []struct {
+			pool string
+			s    *perf.EngineModelState
+		}{{"prefill", st.Core.Models.Prefill}, {"decode", st.Core.Models.Decode}, {"aggregated", st.Core.Models.Agg}} {
+			if m.s == nil {
+				continue
+			}
+			n := 0
+			for _, b := range m.s.Regression.Buckets {
+				n += len(b.Samples)
+			}
+			v.Models = append(v.Models, ModelStatus{Pool: m.pool, Samples: n})
+		}
+	}
+	return v
+}
+
+// details sets the markdown the Web UI shows as the workflow's current details.
+func (r *run) details(rec *TickRecord) {
+	st := r.st
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** · mode `%s` · target `%s` · environment `%s`", st.Deployment.WorkflowID(), st.Config.Mode, st.Config.OptimizationTarget, st.Config.Environment)
+	if st.Config.AppliesNothing() {
+		b.WriteString(" · **advisory**")
+	}
+	b.WriteString("\n\n")
+	if st.Core == nil {
+		if r.initErr != "" {
+			fmt.Fprintf(&b, "Initialisation failed, retrying every %s: %s\n", initRetryAfter, r.initErr)
+		} else {
+			b.WriteString("Initialising.\n")
+		}
+		workflow.SetCurrentDetails(r.ctx, b.String())
+		return
+	}
+	if rec != nil {
+		b.WriteString("| pool | ready | expected | load | throughput |\n|---|---|---|---|---|\n")
+		d := rec.Diagnostics
+		for _, c := range []string{ComponentPrefill, ComponentDecode} {
+			if !st.hasComponent(c) {
+				continue
+			}
+			ready, expected := "–", "–"
+			if st.Inventory != nil {
+				rp, ep := st.Inventory.ReadyDecode, st.Inventory.ExpectedDecode
+				if c == ComponentPrefill {
+					rp, ep = st.Inventory.ReadyPrefill, st.Inventory.ExpectedPrefill
+				}
+				ready, expected = intOrDash(rp), intOrDash(ep)
+			}
+			load, thr := "–", "–"
+			if d != nil {
+				lr, tr := d.LoadReasonDecode, d.ThroughputReasonDecode
+				if c == ComponentPrefill {
+					lr, tr = d.LoadReasonPrefill, d.ThroughputReasonPrefill
+				}
+				load, thr = reasonOr(lr, d.LoadReason), reasonOr(tr, d.ThroughputReason)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c, ready, expected, load, thr)
+		}
+		b.WriteString("\n")
+		if d != nil && (d.EstimatedTTFTMs != nil || d.EstimatedITLMs != nil) {
+			fmt.Fprintf(&b, "Estimated TTFT %s / SLA %g ms · ITL %s / SLA %g ms\n\n", msOrDash(d.EstimatedTTFTMs), st.Config.TTFTMs, msOrDash(d.EstimatedITLMs), st.Config.ITLMs)
+		}
+		if rec.DecisionID != 0 {
+			fmt.Fprintf(&b, "Decision %d: %s\n\n", rec.DecisionID, rec.Applied)
+		}
+		for _, n := range rec.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	var ov []string
+	for _, c := range []string{ComponentPrefill, ComponentDecode} {
+		if o := st.override(c); o != nil {
+			forced := ""
+			if o.Forced {
+				forced = " (forced)"
+			}
+			ov = append(ov, fmt.Sprintf("%s pinned to %d until %s%s", c, o.Replicas, unixTime(o.ExpiresAt), forced))
+		}
+	}
+	if st.Overrides.PauseScaleUp || st.Overrides.PauseScaleDown {
+		ov = append(ov, st.pauseStatus())
+	}
+	if len(ov) > 0 {
+		fmt.Fprintf(&b, "\nOverrides: %s\n", strings.Join(ov, "; "))
+	}
+	fmt.Fprintf(&b, "\nTick %d · next at %s\n", st.Ticks, unixTime(scaling.Schedule(st.Config, *st.Core).At))
+	workflow.SetCurrentDetails(r.ctx, b.String())
+}
+
+func intOrDash(p *int) string {
+	if p == nil {
+		return "–"
+	}
+	return fmt.Sprint(*p)
+}
+
+func msOrDash(p *float64) string {
+	if p == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f ms", *p)
+}
+
+func reasonOr(r, fallback scaling.Reason) string {
+	if r == "" {
+		r = fallback
+	}
+	if r == "" {
+		return "–"
+	}
+	return string(r)
+}
+
+func unixTime(s float64) string {
+	return time.Unix(0, int64(s*1e9)).UTC().Format("15:04:05Z")
+}
+
+// metrics emits the dynamo_planner_* gauges through the workflow's replay-safe metrics
+// handler (tagged with the deployment's workflow id).
+func (r *run) metrics(rec *TickRecord) {
+	st := r.st
+	h := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"deployment": st.Deployment.WorkflowID()})
+	set := func(name string, v *float64) {
+		if v != nil {
+			h.Gauge("dynamo_planner_" + name).Update(*v)
+		}
+	}
+	if st.Inventory != nil {
+		if p := st.Inventory.ReadyPrefill; p != nil {
+			h.Gauge("dynamo_planner_num_prefill_replicas").Update(float64(*p))
+		}
+		if p := st.Inventory.ReadyDecode; p != nil {
+			h.Gauge("dynamo_planner_num_decode_replicas").Update(float64(*p))
+		}
+	}
+	h.Gauge("dynamo_planner_sla_target_ttft_ms").Update(st.Config.TTFTMs)
+	h.Gauge("dynamo_planner_sla_target_itl_ms").Update(st.Config.ITLMs)
+	d := rec.Diagnostics
+	if d == nil {
+		return
+	}
+	set("estimated_ttft_ms", d.EstimatedTTFTMs)
+	set("estimated_itl_ms", d.EstimatedITLMs)
+	set("predicted_input_sequence_tokens", d.PredictedISL)
+	set("predicted_output_sequence_tokens", d.PredictedOSL)
+	set("engine_prefill_capacity_requests_per_second", d.EngineRPSPrefill)
+	set("engine_decode_capacity_requests_per_second", d.EngineRPSDecode)
+	if d.ObservedNumReq != nil && rec.Diagnostics.RanThroughput {
+		v := *d.ObservedNumReq / float64(st.Config.ThroughputAdjustmentIntervalSeconds)
+		set("observed_requests_per_second", &v)
+	}
+	if d.PredictedNumReq != nil {
+		v := *d.PredictedNumReq / float64(st.Config.ThroughputAdjustmentIntervalSeconds)
+		set("predicted_requests_per_second", &v)
+	}
+	enum := func(name string, current scaling.Reason, states []scaling.Reason) {
+		if current == "" {
+			return
+		}
+		for _, s := range states {
+			v := 0.0
+			if s == current {
+				v = 1
+			}
+			h.WithTags(map[string]string{"state": string(s)}).Gauge("dynamo_planner_" + name).Update(v)
+		}
+	}
+	enum("load_scaling_decision", d.LoadReason, scaling.LoadReasons)
+	enum("throughput_scaling_decision", d.ThroughputReason, scaling.ThroughputReasons)
+}
