@@ -3,6 +3,11 @@ SHELL := /bin/bash
 GO ?= go
 TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION := v0.8.2
+TEMPORAL_CLI_VERSION := v1.5.1
+WORKFLOWCHECK_VERSION := v0.6.0
+TEMPORAL_DB ?= $(CURDIR)/.tools/temporal-dev.db
+TEMPORAL_PORT ?= 7233
+TEMPORAL_UI_PORT ?= 8233
 PURE_PKGS := ./config/... ./perf/... ./predict/... ./scaling/...
 
 export GOTOOLCHAIN := local
@@ -19,14 +24,15 @@ demo: ## Run the end-to-end demo (not built yet: lands with the demo issue).
 	@exit 1
 
 .PHONY: test
-test: lint ## Vet, staticcheck, then every test (unit, table, property, fuzz seeds).
-	$(GO) test -count=1 ./...
+test: lint $(TOOLS)/temporal ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
+	$(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: lint
-lint: $(TOOLS)/staticcheck ## go vet and staticcheck.
+lint: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck ## gofmt, go vet, staticcheck, workflowcheck.
 	@test -z "$$(gofmt -l . | grep -v '^.tools/')" || { echo "gofmt needed:"; gofmt -l . | grep -v '^.tools/'; exit 1; }
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+	$(TOOLS)/workflowcheck ./workflows/...
 
 .PHONY: bench
 bench: ## Benchmarks of the core (Decide, ARIMA fit, every predictor, perf model).
@@ -40,9 +46,33 @@ fuzz: ## Fuzz the config loader for 30 s per target.
 eval-predictors: ## Next-interval MAPE of every predictor on every shared trace (60 s and 180 s buckets).
 	$(GO) run ./cmd/planner eval-predictors
 
+.PHONY: capture-histories
+capture-histories: $(TOOLS)/temporal ## Re-record the replay histories of the current workflow logic version on a fresh dev server.
+	$(GO) test -count=1 -run TestCaptureHistories ./replaytests -capture -v
+
+.PHONY: temporal
+temporal: $(TOOLS)/temporal ## Start a Temporal dev server on loopback (SQLite file, Web UI on :8233, planner search attributes).
+	@echo "Temporal dev server: 127.0.0.1:$(TEMPORAL_PORT), Web UI http://127.0.0.1:$(TEMPORAL_UI_PORT), data $(TEMPORAL_DB). Ctrl-C stops it."
+	$(TOOLS)/temporal server start-dev --ip 127.0.0.1 --port $(TEMPORAL_PORT) \
+		--ui-ip 127.0.0.1 --ui-port $(TEMPORAL_UI_PORT) --db-filename $(TEMPORAL_DB) --log-level warn \
+		--search-attribute PlannerDeployment=Keyword --search-attribute PlannerMode=Keyword
+
+.PHONY: temporal-cli
+temporal-cli: $(TOOLS)/temporal ## Build the temporal CLI (dev server) from the Go module proxy (about 6 minutes, once).
+
 .PHONY: tools
-tools: $(TOOLS)/staticcheck ## Build the developer tools into .tools/bin (git-ignored).
+tools: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck $(TOOLS)/temporal ## Build the developer tools into .tools/bin (git-ignored).
 
 $(TOOLS)/staticcheck:
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(TOOLS)/workflowcheck:
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+$(TOOLS)/temporal:
+	@mkdir -p $(TOOLS)
+	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) from the Go module proxy (about 6 minutes, 2 GB of RAM; once)..."
+	@start=$$(date +%s); GOBIN=$(TOOLS) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION) && \
+		echo "temporal CLI built in $$(( $$(date +%s) - start )) s: $(TOOLS)/temporal"

@@ -40,6 +40,12 @@ func (t Targets) String() string {
 	return s
 }
 
+// Equal reports whether two targets set the same pools to the same counts.
+func (t Targets) Equal(o Targets) bool {
+	same := func(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	return same(t.Prefill, o.Prefill) && same(t.Decode, o.Decode)
+}
+
 // Validate rejects negative targets.
 func (t Targets) Validate() error {
 	if t.Prefill != nil && *t.Prefill < 0 {

@@ -573,6 +573,12 @@ func (r *run) apply(t connectors.Targets, source string, now float64) (int64, sc
 	if t.Prefill == nil && t.Decode == nil {
 		return 0, scaling.Decision{}, nil
 	}
+	if st.Config.AppliesNothing() && source == "planner" {
+		if n := len(st.Decisions); n > 0 && st.Decisions[n-1].Status == StatusRecorded && st.Decisions[n-1].Targets.Equal(t) {
+			// The same advice again: the deployment did not move, so it is not a new decision.
+			return 0, scaling.Decision{}, []string{fmt.Sprintf("advice unchanged since decision %d: %s", st.Decisions[n-1].ID, t)}
+		}
+	}
 	st.LastDecisionID++
 	id := st.LastDecisionID
 	rec := DecisionRecord{ID: id, At: now, Tick: st.Ticks, Source: source, Targets: t}

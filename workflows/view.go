@@ -54,14 +54,14 @@ func (r *run) view() StateView {
 func (r *run) details(rec *TickRecord) {
 	st := r.st
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s** · mode `%s` · target `%s` · environment `%s`", st.Deployment.WorkflowID(), st.Config.Mode, st.Config.OptimizationTarget, st.Config.Environment)
+	b.WriteString(fmt.Sprintf("**%s** · mode `%s` · target `%s` · environment `%s`", st.Deployment.WorkflowID(), st.Config.Mode, st.Config.OptimizationTarget, st.Config.Environment))
 	if st.Config.AppliesNothing() {
 		b.WriteString(" · **advisory**")
 	}
 	b.WriteString("\n\n")
 	if st.Core == nil {
 		if r.initErr != "" {
-			fmt.Fprintf(&b, "Initialisation failed, retrying every %s: %s\n", initRetryAfter, r.initErr)
+			b.WriteString(fmt.Sprintf("Initialisation failed, retrying every %s: %s\n", initRetryAfter, r.initErr))
 		} else {
 			b.WriteString("Initialising.\n")
 		}
@@ -91,17 +91,17 @@ func (r *run) details(rec *TickRecord) {
 				}
 				load, thr = reasonOr(lr, d.LoadReason), reasonOr(tr, d.ThroughputReason)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c, ready, expected, load, thr)
+			b.WriteString(fmt.Sprintf("| %s | %s | %s | %s | %s |\n", c, ready, expected, load, thr))
 		}
 		b.WriteString("\n")
 		if d != nil && (d.EstimatedTTFTMs != nil || d.EstimatedITLMs != nil) {
-			fmt.Fprintf(&b, "Estimated TTFT %s / SLA %g ms · ITL %s / SLA %g ms\n\n", msOrDash(d.EstimatedTTFTMs), st.Config.TTFTMs, msOrDash(d.EstimatedITLMs), st.Config.ITLMs)
+			b.WriteString(fmt.Sprintf("Estimated TTFT %s / SLA %g ms · ITL %s / SLA %g ms\n\n", msOrDash(d.EstimatedTTFTMs), st.Config.TTFTMs, msOrDash(d.EstimatedITLMs), st.Config.ITLMs))
 		}
 		if rec.DecisionID != 0 {
-			fmt.Fprintf(&b, "Decision %d: %s\n\n", rec.DecisionID, rec.Applied)
+			b.WriteString(fmt.Sprintf("Decision %d: %s\n\n", rec.DecisionID, rec.Applied))
 		}
 		for _, n := range rec.Notes {
-			fmt.Fprintf(&b, "- %s\n", n)
+			b.WriteString(fmt.Sprintf("- %s\n", n))
 		}
 	}
 	var ov []string
@@ -118,9 +118,9 @@ func (r *run) details(rec *TickRecord) {
 		ov = append(ov, st.pauseStatus())
 	}
 	if len(ov) > 0 {
-		fmt.Fprintf(&b, "\nOverrides: %s\n", strings.Join(ov, "; "))
+		b.WriteString(fmt.Sprintf("\nOverrides: %s\n", strings.Join(ov, "; ")))
 	}
-	fmt.Fprintf(&b, "\nTick %d · next at %s\n", st.Ticks, unixTime(scaling.Schedule(st.Config, *st.Core).At))
+	b.WriteString(fmt.Sprintf("\nTick %d · next at %s\n", st.Ticks, unixTime(scaling.Schedule(st.Config, *st.Core).At)))
 	workflow.SetCurrentDetails(r.ctx, b.String())
 }
 
@@ -199,7 +199,8 @@ func (r *run) metrics(rec *TickRecord) {
 			if s == current {
 				v = 1
 			}
-			h.WithTags(map[string]string{"state": string(s)}).Gauge("dynamo_planner_" + name).Update(v)
+			// As prometheus_client's Enum: the label is named after the metric.
+			h.WithTags(map[string]string{"dynamo_planner_" + name: string(s)}).Gauge("dynamo_planner_" + name).Update(v)
 		}
 	}
 	enum("load_scaling_decision", d.LoadReason, scaling.LoadReasons)

@@ -408,15 +408,18 @@ func TestAdvisoryRecordsButDoesNotHold(t *testing.T) {
 	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
 	var next workflows.Input
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	// Every tick sees 110% KV on the unchanged single engine and records the same advice;
-	// no pending-desired memory turns it into scaling_in_progress.
-	require.Len(t, next.State.Decisions, 3)
-	for _, d := range next.State.Decisions {
-		require.Equal(t, workflows.StatusRecorded, d.Status)
-		require.Equal(t, "decode=2", d.Targets.String())
-	}
-	for _, r := range next.State.Recent {
+	// Every tick sees 110% KV on the unchanged single engine and gives the same advice: one
+	// decision, then "unchanged" notes; no pending-desired memory turns it into
+	// scaling_in_progress.
+	require.Len(t, next.State.Decisions, 1)
+	require.Equal(t, workflows.StatusRecorded, next.State.Decisions[0].Status)
+	require.Equal(t, "decode=2", next.State.Decisions[0].Targets.String())
+	require.Len(t, next.State.Recent, 3)
+	for i, r := range next.State.Recent {
 		require.Equal(t, scaling.Reason("scale_up"), r.Diagnostics.LoadReasonDecode)
+		if i > 0 {
+			require.Equal(t, []string{"advice unchanged since decision 1: decode=2"}, r.Notes)
+		}
 	}
 }
 

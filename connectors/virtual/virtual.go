@@ -5,7 +5,7 @@
 // timeout (default 1800 s), after which it is published anyway.
 //
 // State is a plain value: the planner workflow keeps it in its own state and the
-// orchestrator talks to the workflow (workflows/plannerclient). Connector wraps a State for
+// orchestrator talks to the workflow (package plannerclient). Connector wraps a State for
 // uses outside a workflow (tests, the simulator).
 package virtual
 

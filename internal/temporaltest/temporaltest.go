@@ -1,0 +1,144 @@
+// Package temporaltest starts the real Temporal dev server (the `temporal` CLI built into
+// .tools/bin by `make temporal-cli`) for integration tests, with the planner's search
+// attributes registered, and stops it when the test ends. Nothing is downloaded: a missing
+// binary fails the test with the command that builds it.
+package temporaltest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/llmplanner/planner/workflows"
+)
+
+// CLIPath is the temporal CLI binary: $PLANNER_TEMPORAL_CLI, else .tools/bin/temporal at the
+// module root.
+func CLIPath(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("PLANNER_TEMPORAL_CLI"); p != "" {
+		return p
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, ".tools", "bin", "temporal")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the temporal CLI is not built (%v): run 'make temporal-cli' (builds it from the Go module proxy, about 6 minutes once)", err)
+	}
+	return p
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Server is a running dev server.
+type Server struct {
+	// HostPort is the frontend address.
+	HostPort string
+	// DBFile is the SQLite file it persists to.
+	DBFile string
+	// ExtraArgs are passed to `temporal server start-dev` (dynamic config values, ...).
+	ExtraArgs []string
+
+	t      testing.TB
+	dev    *testsuite.DevServer
+	client client.Client
+}
+
+// Start starts a dev server on a free loopback port with a SQLite file in the test's temp
+// dir; it stops when the test ends.
+func Start(t testing.TB, extraArgs ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, DBFile: filepath.Join(t.TempDir(), "temporal.db"), ExtraArgs: extraArgs}
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := testsuite.DevServerOptions{
+		ExistingPath: CLIPath(s.t),
+		ClientOptions: &client.Options{HostPort: s.HostPort, Namespace: "default",
+			Logger: quietLogger{}},
+		DBFilename: s.DBFile,
+		LogLevel:   "error",
+		SearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeDeployment).ValueSet(""),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeMode).ValueSet(""),
+		),
+		ExtraArgs: s.ExtraArgs,
+		Stdout:    os.Stderr,
+		Stderr:    os.Stderr,
+	}
+	start := time.Now()
+	dev, err := testsuite.StartDevServer(ctx, opts)
+	if err != nil {
+		s.t.Fatalf("start the Temporal dev server: %v", err)
+	}
+	s.dev, s.client, s.HostPort = dev, dev.Client(), dev.FrontendHostPort()
+	s.t.Logf("Temporal dev server on %s (db %s) ready in %s", s.HostPort, s.DBFile, time.Since(start).Round(time.Millisecond))
+}
+
+// Client is a client of the server's default namespace (closed with the server).
+func (s *Server) Client() client.Client { return s.client }
+
+// Stop stops the server (idempotent).
+func (s *Server) Stop() {
+	if s.dev == nil {
+		return
+	}
+	s.client.Close()
+	if err := s.dev.Stop(); err != nil {
+		s.t.Logf("stop the dev server: %v", err)
+	}
+	s.dev = nil
+}
+
+// Restart stops the server and starts it again on the same port and SQLite file.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Cmd returns an exec.Cmd of the temporal CLI aimed at this server.
+func (s *Server) Cmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, CLIPath(s.t), args...)
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.HostPort, "TEMPORAL_NAMESPACE=default")
+	return cmd
+}
+
+// quietLogger drops the SDK client's logs (the tests log what matters).
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}

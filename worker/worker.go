@@ -1,0 +1,173 @@
+// Package worker wires the planner's Temporal worker: a client configured like the `temporal`
+// CLI (TEMPORAL_* environment variables and the profile file, TLS and API key included), the
+// planner workflow and its activities registered on a task queue, and an HTTP server with
+// /metrics (Temporal SDK metrics and dynamo_planner_* gauges) and /healthz.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/llmplanner/planner/activities"
+	"github.com/llmplanner/planner/workflows"
+)
+
+// ClientOptions loads the Temporal client options the way the `temporal` CLI does: the
+// profile file (TEMPORAL_CONFIG_FILE, else the user config dir's temporalio/temporal.toml;
+// profile TEMPORAL_PROFILE, else "default"), then TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TEMPORAL_TLS* and TEMPORAL_GRPC_META_* on top. Unset, it is the local dev
+// server: 127.0.0.1:7233, namespace "default".
+func ClientOptions(logger *slog.Logger, metrics client.MetricsHandler) (client.Options, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return client.Options{}, fmt.Errorf("temporal client configuration (TEMPORAL_* environment, profile file): %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = client.DefaultHostPort
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = client.DefaultNamespace
+	}
+	if logger != nil {
+		opts.Logger = log.NewStructuredLogger(logger)
+	}
+	if metrics != nil {
+		opts.MetricsHandler = metrics
+	}
+	return opts, nil
+}
+
+// Dial connects to the Temporal server and checks it answers.
+func Dial(ctx context.Context, opts client.Options) (client.Client, error) {
+	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %q): %w; set TEMPORAL_ADDRESS or start a dev server with 'make temporal'", opts.HostPort, opts.Namespace, err)
+	}
+	return c, nil
+}
+
+// Options configure Run.
+type Options struct {
+	// TaskQueue is the queue the worker polls (default workflows.TaskQueue).
+	TaskQueue string
+	// MetricsAddress is where /metrics and /healthz are served ("" for no HTTP server).
+	MetricsAddress string
+	// Activities are the activity implementations (nil: the zero value, advisory only).
+	Activities *activities.Activities
+	// Logger receives the worker's and the SDK's logs (slog.Default when nil).
+	Logger *slog.Logger
+	// Client, when set, is used instead of dialling from the environment (it is not closed).
+	Client client.Client
+	// Ready, when set, receives the HTTP listener's address once the worker polls.
+	Ready chan<- string
+}
+
+// Register puts the planner workflow and its activities on a worker.
+func Register(r sdkworker.Registry, acts *activities.Activities) {
+	RegisterWorkflow(r)
+	acts.Register(r)
+}
+
+// RegisterWorkflow registers the planner workflow under its name (on a worker or a replayer).
+func RegisterWorkflow(r sdkworker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(workflows.PlannerWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
+}
+
+// Run serves the task queue until ctx ends, then stops the worker gracefully.
+func Run(ctx context.Context, o Options) error {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if o.TaskQueue == "" {
+		o.TaskQueue = workflows.TaskQueue
+	}
+	if o.Activities == nil {
+		o.Activities = &activities.Activities{}
+	}
+	if o.Activities.Logger == nil {
+		o.Activities.Logger = logger
+	}
+	metrics, err := NewMetrics()
+	if err != nil {
+		return err
+	}
+	c := o.Client
+	if c == nil {
+		opts, err := ClientOptions(logger, metrics.SDK)
+		if err != nil {
+			return err
+		}
+		if c, err = Dial(ctx, opts); err != nil {
+			return err
+		}
+		defer c.Close()
+		logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
+	}
+
+	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{})
+	Register(w, o.Activities)
+
+	var srv *http.Server
+	addr := ""
+	if o.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", o.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metrics address %s: %w", o.MetricsAddress, err)
+		}
+		addr = ln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler())
+		mux.HandleFunc("/healthz", health(c))
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("metrics server stopped", "error", err)
+			}
+		}()
+		logger.Info("serving /metrics and /healthz", "address", addr)
+	}
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %q: %w", o.TaskQueue, err)
+	}
+	logger.Info("planner worker polling", "task_queue", o.TaskQueue)
+	if o.Ready != nil {
+		o.Ready <- addr
+	}
+	<-ctx.Done()
+	logger.Info("stopping the worker")
+	w.Stop()
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}
+	_ = metrics.provider.Shutdown(context.Background())
+	return nil
+}
+
+// health answers 200 when the Temporal server answers a health check, 503 otherwise.
+func health(c client.Client) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			http.Error(w, "temporal unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}
+}
