@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	tempotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/client"
+	tempotel "go.temporal.io/sdk/contrib/opentelemetry"
 )
 
 // LatencyBuckets are the histogram bounds, in seconds, of the SDK's latency timers
