@@ -133,3 +133,29 @@ func continued(h *historypb.History) bool {
 	}
 	return in.State != nil
 }
+
+// TestHistoryCostPerTick measures, on the recorded Continue-As-New run, the history events a
+// steady tick costs and the size of the state carried across Continue-As-New, and holds them
+// to bounds (the state must stay tens of KB; see docs/workflow.md).
+func TestHistoryCostPerTick(t *testing.T) {
+	h := loadHistory(t, "testdata/v1-continue-as-new-run1.json.gz")
+	var fired []int64
+	var carried int
+	for _, e := range h.GetEvents() {
+		if e.GetEventType() == enumspb.EVENT_TYPE_TIMER_FIRED {
+			fired = append(fired, e.GetEventId())
+		}
+		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			for _, p := range a.GetInput().GetPayloads() {
+				carried += len(p.GetData())
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(fired), 3)
+	// Steady ticks: from one timer firing to the next.
+	perTick := float64(fired[len(fired)-1]-fired[1]) / float64(len(fired)-2)
+	t.Logf("history events per tick (noop load tick with FPM and traffic reads): %.1f; state carried across Continue-As-New: %d bytes", perTick, carried)
+	require.LessOrEqual(t, perTick, 20.0, "a tick costs more history than it did (18 events when recorded)")
+	require.Positive(t, carried)
+	require.Less(t, carried, 64<<10)
+}

@@ -24,8 +24,8 @@ const LogicVersion = 1
 
 // Timeouts and retries of the tick's steps.
 const (
-	observeTimeout   = 15 * time.Second
-	applyTimeout     = 30 * time.Second
+	observeTimeout   = 10 * time.Second
+	applyTimeout     = 10 * time.Second
 	localTimeout     = 20 * time.Second
 	initRetryAfter   = 30 * time.Second
 	waitDecisionSpan = 50 * time.Second
@@ -373,40 +373,51 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 	r.ticksHere++
 	now := r.now()
 	rec := TickRecord{Tick: st.Ticks, Kind: "scheduled", At: now}
-	inv := r.observeInventory(&rec)
+	// Inventory, FPM and traffic are read concurrently: one workflow task waits for all.
+	rd := r.readInventory()
+	var fpmF, trafficF workflow.Future
+	if tk.NeedFPM {
+		// A scripted FPM source replicates its per-engine template by the ready counts the
+		// planner knows as the tick starts (live sources report the engines that exist).
+		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks,
+			ReadyPrefill: st.ready(ComponentPrefill), ReadyDecode: st.ready(ComponentDecode)}
+		if rd.virtual != nil {
+			req.ReadyPrefill, req.ReadyDecode = deref(rd.virtual.ReadyPrefill), deref(rd.virtual.ReadyDecode)
+		}
+		fpmF = r.startActivity(ActivityObserveFPM, "observe FPM", observeTimeout, 2, req)
+	}
+	if tk.NeedTraffic {
+		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks, TrafficDurationS: tk.TrafficDurationS}
+		trafficF = r.startActivity(ActivityObserveTraffic, fmt.Sprintf("observe traffic (%gs)", tk.TrafficDurationS), observeTimeout, 2, req)
+	}
+	inv := r.recordInventory(rd, &rec)
 	in := scaling.Input{Now: now}
 	if inv != nil {
 		in.Workers = inv.WorkerCounts()
 	}
-	if tk.NeedFPM {
-		ready := func(p *int) int {
-			if p == nil {
-				return 0
-			}
-			return *p
-		}
+	if fpmF != nil {
 		var fr FPMResult
-		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks}
-		if inv != nil {
-			req.ReadyPrefill, req.ReadyDecode = ready(inv.ReadyPrefill), ready(inv.ReadyDecode)
-		}
-		if err := r.activity(ActivityObserveFPM, "observe FPM", observeTimeout, 2, req, &fr); err != nil {
+		if err := fpmF.Get(r.ctx, &fr); err != nil {
 			rec.Notes = append(rec.Notes, "FPM unreadable: "+err.Error())
 		} else {
 			in.FPM = fr.FPM
 			mergeCapabilities(&st.Capabilities, fr.Capabilities)
 		}
 	}
-	if tk.NeedTraffic {
+	if trafficF != nil {
 		var tr *scaling.TrafficObservation
-		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks, TrafficDurationS: tk.TrafficDurationS}
-		if err := r.activity(ActivityObserveTraffic, fmt.Sprintf("observe traffic (%gs)", tk.TrafficDurationS), observeTimeout, 2, req, &tr); err != nil {
+		if err := trafficF.Get(r.ctx, &tr); err != nil {
 			rec.Notes = append(rec.Notes, "traffic unreadable: "+err.Error())
 		} else {
 			in.Traffic = tr
 		}
 	}
 	in.Capabilities = st.Capabilities
+	// The decision's time is when it is made, after the observations: if a crash made this
+	// workflow task run late, the next tick still comes a full interval after the decision,
+	// as in an uninterrupted run, instead of at once.
+	now = r.now()
+	in.Now, rec.At = now, now
 
 	var dr DecideResult
 	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
@@ -475,33 +486,53 @@ func mergeCapabilities(into *scaling.WorkerCapabilities, got scaling.WorkerCapab
 	}
 }
 
-// activity runs a regular activity with a timeout and attempts.
+// activity runs a regular activity with a timeout and attempts and waits for its result.
 func (r *run) activity(name, summary string, timeout time.Duration, attempts int32, req, res any) error {
+	return r.startActivity(name, summary, timeout, attempts, req).Get(r.ctx, res)
+}
+
+// startActivity schedules a regular activity with a timeout and attempts.
+func (r *run) startActivity(name, summary string, timeout time.Duration, attempts int32, req any) workflow.Future {
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: attempts,
 			NonRetryableErrorTypes: []string{ErrTypeInvalidTargets, ErrTypeStaleDecision, ErrTypeBadConfig}},
 	})
-	return workflow.ExecuteActivity(ctx, name, req).Get(ctx, res)
+	return workflow.ExecuteActivity(ctx, name, req)
 }
 
-// observeInventory reads the deployment: the virtual protocol's view, or the connector's.
-func (r *run) observeInventory(rec *TickRecord) *connectors.Inventory {
+// inventoryRead is an inventory observation under way: the virtual protocol's view at once,
+// or a connector's through an activity.
+type inventoryRead struct {
+	virtual *connectors.Inventory
+	future  workflow.Future
+}
+
+// readInventory starts reading the deployment.
+func (r *run) readInventory() inventoryRead {
+	st := r.st
+	if st.Virtual != nil {
+		inv := st.Virtual.Inventory()
+		return inventoryRead{virtual: &inv}
+	}
+	req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks,
+		InitialPrefill: st.InitialPrefill, InitialDecode: st.InitialDecode}
+	return inventoryRead{future: r.startActivity(ActivityObserveInventory, "observe inventory", observeTimeout, 2, req)}
+}
+
+// recordInventory waits for the read, records the inventory and marks decisions the
+// deployment reached as done. It returns nil when the inventory is unreadable.
+func (r *run) recordInventory(rd inventoryRead, rec *TickRecord) *connectors.Inventory {
 	st := r.st
 	var inv connectors.Inventory
-	if st.Virtual != nil {
-		inv = st.Virtual.Inventory()
-	} else {
-		req := ObserveRequest{Deployment: st.Deployment, Environment: st.Config.Environment, Tick: st.Ticks,
-			InitialPrefill: st.InitialPrefill, InitialDecode: st.InitialDecode}
-		if err := r.activity(ActivityObserveInventory, "observe inventory", observeTimeout, 2, req, &inv); err != nil {
-			rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+err.Error())
-			return nil
-		}
+	if rd.virtual != nil {
+		inv = *rd.virtual
+	} else if err := rd.future.Get(r.ctx, &inv); err != nil {
+		rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+err.Error())
+		return nil
 	}
 	mergeCapabilities(&st.Capabilities, inv.Capabilities)
 	st.Inventory = &inv
-	// Decisions whose targets the deployment now runs are done.
 	for i := range st.Decisions {
 		d := &st.Decisions[i]
 		if d.Status != StatusApplied && d.Status != StatusPublished {
@@ -512,6 +543,18 @@ func (r *run) observeInventory(rec *TickRecord) *connectors.Inventory {
 		}
 	}
 	return &inv
+}
+
+// observeInventory reads and records the deployment.
+func (r *run) observeInventory(rec *TickRecord) *connectors.Inventory {
+	return r.recordInventory(r.readInventory(), rec)
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func reached(target, ready *int) bool {

@@ -102,29 +102,47 @@ func (s *Server) start() {
 	if err != nil {
 		s.t.Fatalf("start the Temporal dev server: %v", err)
 	}
-	s.dev, s.client, s.HostPort = dev, dev.Client(), dev.FrontendHostPort()
+	s.dev, s.HostPort = dev, dev.FrontendHostPort()
+	if s.client == nil {
+		// One client for the server's whole life: it reconnects across Restart.
+		c, err := client.Dial(client.Options{HostPort: s.HostPort, Namespace: "default", Logger: quietLogger{}})
+		if err != nil {
+			s.t.Fatalf("dial the dev server: %v", err)
+		}
+		s.client = c
+	}
 	s.t.Logf("Temporal dev server on %s (db %s) ready in %s", s.HostPort, s.DBFile, time.Since(start).Round(time.Millisecond))
 }
 
-// Client is a client of the server's default namespace (closed with the server).
+// Client is a client of the server's default namespace; it survives Restart and is closed
+// when the test ends.
 func (s *Server) Client() client.Client { return s.client }
 
-// Stop stops the server (idempotent).
+// Stop stops the server and closes the client (idempotent).
 func (s *Server) Stop() {
+	s.stopProcess()
+	if s.client != nil {
+		s.client.Close()
+		s.client = nil
+	}
+}
+
+func (s *Server) stopProcess() {
 	if s.dev == nil {
 		return
 	}
-	s.client.Close()
+	s.dev.Client().Close()
 	if err := s.dev.Stop(); err != nil {
 		s.t.Logf("stop the dev server: %v", err)
 	}
 	s.dev = nil
 }
 
-// Restart stops the server and starts it again on the same port and SQLite file.
+// Restart stops the server process and starts it again on the same port and SQLite file;
+// Client keeps working once it is back.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.Stop()
+	s.stopProcess()
 	s.start()
 }
 

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/connectors/noop"
+	"github.com/llmplanner/planner/connectors/virtual"
+	"github.com/llmplanner/planner/internal/temporaltest"
+	"github.com/llmplanner/planner/plannerclient"
+	"github.com/llmplanner/planner/workflows"
+)
+
+// Durability: the same planners run twice, on two dev servers, with the same scripted
+// observations (keyed by tick, so the inputs do not depend on the wall clock). One run is
+// left alone; the other has its worker process SIGKILLed between Decide and the recording
+// of its result (twice), right after the noop connector applied a decision (before the
+// activity completed), and at a quiet moment, and its dev server is restarted on the same
+// SQLite file. Both must make the same decisions, and no decision may be applied twice.
+
+const (
+	durabilityTicks = 16
+	// The servers suggest Continue-As-New after this many events, so the planners also cross
+	// runs during the test.
+	durabilityCANEvents = 150
+)
+
+// buildPlanner builds the planner binary once per test binary.
+var buildPlanner = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "planner-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "planner")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// workerProc runs `planner worker` as a separate process, restarting it whenever it dies,
+// until stopped.
+type workerProc struct {
+	t        *testing.T
+	bin      string
+	args     []string
+	env      []string
+	log      *os.File
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	restarts int
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startWorkerProc(t *testing.T, bin, hostPort, queue, script, journal string, faults string) *workerProc {
+	logf, err := os.Create(filepath.Join(t.TempDir(), "worker-"+queue+".log"))
+	require.NoError(t, err)
+	w := &workerProc{t: t, bin: bin, log: logf, stop: make(chan struct{}), done: make(chan struct{}),
+		args: []string{"worker", "--task-queue", queue, "--observations", script, "--noop-journal-dir", journal, "--metrics-address", "", "--log-level", "warn"},
+		env:  append(os.Environ(), "TEMPORAL_ADDRESS="+hostPort, "TEMPORAL_NAMESPACE=default", "TEMPORAL_CONFIG_FILE="+filepath.Join(t.TempDir(), "absent.toml"))}
+	if faults != "" {
+		w.env = append(w.env, "PLANNER_FAULTS="+faults, "PLANNER_FAULTS_DIR="+t.TempDir())
+	}
+	go w.supervise()
+	t.Cleanup(func() {
+		close(w.stop)
+		w.kill()
+		<-w.done
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("worker %s log:\n%s", queue, b)
+		}
+	})
+	return w
+}
+
+func (w *workerProc) supervise() {
+	defer close(w.done)
+	for {
+		cmd := exec.Command(w.bin, w.args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = w.env, w.log, w.log
+		if err := cmd.Start(); err != nil {
+			w.t.Errorf("start worker: %v", err)
+			return
+		}
+		w.mu.Lock()
+		w.cmd = cmd
+		w.mu.Unlock()
+		err := cmd.Wait()
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		w.mu.Lock()
+		w.restarts++
+		w.mu.Unlock()
+		fmt.Fprintf(w.log, "--- worker exited (%v); restarting\n", err)
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// kill SIGKILLs the current worker process.
+func (w *workerProc) kill() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd != nil && w.cmd.Process != nil {
+		_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+func (w *workerProc) restartCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.restarts
+}
+
+// orchestrator plays the external orchestrator of a virtual planner: it waits for each
+// decision, applies it (records it) and acknowledges it with the new ready count.
+type orchestrator struct {
+	mu      sync.Mutex
+	applied []virtual.Decision
+	twice   []int64
+	err     error
+	// completeErrors are the failed acknowledgements (retried when transient).
+	completeErrors []string
+}
+
+func transientErr(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "Unavailable")
+}
+
+func (o *orchestrator) run(ctx context.Context, pc *plannerclient.Client) {
+	after := int64(virtual.Unset)
+	seen := map[int64]bool{}
+	for ctx.Err() == nil {
+		d, err := pc.Wait(ctx, after)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if transientErr(err) {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			o.mu.Lock()
+			o.err = err
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Lock()
+		if seen[d.DecisionID] {
+			o.twice = append(o.twice, d.DecisionID)
+		}
+		seen[d.DecisionID] = true
+		o.applied = append(o.applied, d)
+		o.mu.Unlock()
+		for {
+			err := pc.Complete(ctx, d.DecisionID, nil, &d.NumDecode)
+			if err != nil {
+				o.mu.Lock()
+				o.completeErrors = append(o.completeErrors, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				o.mu.Unlock()
+			}
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			if !transientErr(err) {
+				o.mu.Lock()
+				o.err = err
+				o.mu.Unlock()
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		after = d.DecisionID
+	}
+}
+
+// deployment is one run's planners and orchestrators.
+type deployment struct {
+	name     string
+	srv      *temporaltest.Server
+	virt     *plannerclient.Client
+	noop     *plannerclient.Client
+	orch     *orchestrator
+	journal  string
+	noopDepl workflows.Deployment
+	// firstRuns are the first run ids of the virtual and noop planners.
+	firstRuns []string
+}
+
+func durabilityConfig(env config.Environment) config.Config {
+	c := config.Default()
+	c.Mode, c.Environment, c.OptimizationTarget, c.MaxGPUBudget = config.ModeDecode, env, config.TargetThroughput, 8
+	c.LoadAdjustmentIntervalSeconds = 2
+	return c
+}
+
+func startDeployment(t *testing.T, ctx context.Context, name string, srv *temporaltest.Server, virtualQueue, noopQueue, journal string) *deployment {
+	c := srv.Client()
+	d := &deployment{name: name, srv: srv, orch: &orchestrator{}, journal: journal}
+	for _, env := range []config.Environment{config.EnvVirtual, config.EnvNoop} {
+		dep := workflows.Deployment{Namespace: "durability", Name: string(env)}
+		queue := virtualQueue
+		if env == config.EnvNoop {
+			queue = noopQueue
+		}
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: dep.WorkflowID(), TaskQueue: queue, WorkflowTaskTimeout: 2 * time.Second},
+			workflows.WorkflowName, workflows.Input{Deployment: dep, Config: durabilityConfig(env), InitialDecode: 1})
+		require.NoError(t, err)
+		d.firstRuns = append(d.firstRuns, run.GetRunID())
+		if env == config.EnvVirtual {
+			d.virt = plannerclient.New(c, dep)
+		} else {
+			d.noop, d.noopDepl = plannerclient.New(c, dep), dep
+		}
+	}
+	return d
+}
+
+// stateOf reads a planner's state, riding over a restarting server.
+func stateOf(ctx context.Context, pc *plannerclient.Client) (workflows.StateView, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return pc.State(qctx)
+}
+
+// tickOutcome is what must not change: per tick, what was decided and applied.
+type tickOutcome struct {
+	Tick       int64
+	Kind       string
+	Applied    string
+	DecisionID int64
+	Reason     string
+}
+
+func tickOutcomes(t *testing.T, ctx context.Context, pc *plannerclient.Client, upTo int64) []tickOutcome {
+	recs, err := pc.Diagnostics(ctx)
+	require.NoError(t, err)
+	var out []tickOutcome
+	for _, r := range recs {
+		if r.Tick > upTo {
+			continue
+		}
+		o := tickOutcome{Tick: r.Tick, Kind: r.Kind, Applied: r.Applied.String(), DecisionID: r.DecisionID}
+		if r.Diagnostics != nil {
+			o.Reason = string(r.Diagnostics.LoadReasonDecode)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func waitTicks(t *testing.T, ctx context.Context, pc *plannerclient.Client, n int64) workflows.StateView {
+	t.Helper()
+	for {
+		s, err := stateOf(ctx, pc)
+		if err == nil && s.Ticks >= n {
+			return s
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for tick %d of %s: %v (last error %v)", n, pc.WorkflowID(), ctx.Err(), err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// waitQuiet waits until the virtual planner's newest decision is acknowledged and its next
+// tick is at least a second away: a moment when a crash leaves nothing in flight.
+func waitQuiet(t *testing.T, ctx context.Context, pc *plannerclient.Client, afterTick int64) {
+	t.Helper()
+	for {
+		s, err := stateOf(ctx, pc)
+		if err == nil && s.Ticks >= afterTick && s.Virtual != nil && s.Virtual.ScaledDecisionID != nil &&
+			*s.Virtual.ScaledDecisionID == s.Virtual.Decision.DecisionID && time.Until(time.Unix(0, int64(s.NextTickAt*1e9))) > time.Second {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for a quiet moment after tick %d: %v", afterTick, ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
+	bin, err := buildPlanner()
+	require.NoError(t, err)
+	script, err := filepath.Abs("testdata/durability-script.json")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	canArg := fmt.Sprintf("limit.historyCount.suggestContinueAsNew=%d", durabilityCANEvents)
+
+	steadySrv := temporaltest.Start(t, "--dynamic-config-value", canArg)
+	faultySrv := temporaltest.Start(t, "--dynamic-config-value", canArg)
+	steadyJournal, faultyJournal := t.TempDir(), t.TempDir()
+	startWorkerProc(t, bin, steadySrv.HostPort, "steady", script, steadyJournal, "")
+	// The virtual planner's worker crashes right after Decide computed ticks 3 and 11,
+	// before the workflow recorded the result. The noop planner has its own worker (so its
+	// crashes never catch an acknowledgement of the virtual planner in flight), which crashes
+	// right after the connector applied decision 1 (before the activity completed) and after
+	// Decide of tick 6.
+	faultyVirtual := startWorkerProc(t, bin, faultySrv.HostPort, "faulty-virtual", script, faultyJournal, "decide@3,decide@11")
+	faultyNoop := startWorkerProc(t, bin, faultySrv.HostPort, "faulty-noop", script, faultyJournal, "apply@1,decide@6")
+
+	steady := startDeployment(t, ctx, "steady", steadySrv, "steady", "steady", steadyJournal)
+	crashed := startDeployment(t, ctx, "faulty", faultySrv, "faulty-virtual", "faulty-noop", faultyJournal)
+	orchCtx, stopOrch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, d := range []*deployment{steady, crashed} {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.orch.run(orchCtx, d.virt) }()
+	}
+
+	// A SIGKILL at a quiet moment, then a server restart on the same SQLite file.
+	waitQuiet(t, ctx, crashed.virt, 6)
+	faultyVirtual.kill()
+	waitQuiet(t, ctx, crashed.virt, 13)
+	faultySrv.Restart()
+
+	final := map[string]workflows.StateView{}
+	for _, d := range []*deployment{steady, crashed} {
+		final[d.name+"/virtual"] = waitTicks(t, ctx, d.virt, durabilityTicks)
+		final[d.name+"/noop"] = waitTicks(t, ctx, d.noop, durabilityTicks)
+	}
+	stopOrch()
+	wg.Wait()
+	for _, d := range []*deployment{steady, crashed} {
+		t.Logf("%s orchestrator applied %v (error %v; failed acknowledgements %q)", d.name, d.orch.applied, d.orch.err, d.orch.completeErrors)
+	}
+
+	require.Equal(t, 3, faultyVirtual.restartCount(), "the virtual planner's worker died at decide@3, decide@11 and by SIGKILL")
+	require.Equal(t, 2, faultyNoop.restartCount(), "the noop planner's worker died at apply@1 and decide@6")
+	for _, env := range []string{"virtual", "noop"} {
+		s, f := final["steady/"+env], final["faulty/"+env]
+		require.Greater(t, f.Runs, 1, "the %s planner continued as new during the test", env)
+		pcS, pcF := steady.virt, crashed.virt
+		if env == "noop" {
+			pcS, pcF = steady.noop, crashed.noop
+		}
+		want := tickOutcomes(t, ctx, pcS, durabilityTicks)
+		got := tickOutcomes(t, ctx, pcF, durabilityTicks)
+		if !assert.ObjectsAreEqual(want, got) {
+			for _, d := range []*deployment{steady, crashed} {
+				i := map[string]int{"virtual": 0, "noop": 1}[env]
+				out, _ := d.srv.Cmd(ctx, "workflow", "show", "--workflow-id", "planner/durability/"+env, "--run-id", d.firstRuns[i], "-o", "json").CombinedOutput()
+				path := filepath.Join(os.TempDir(), fmt.Sprintf("durability-%s-%s-run1.json", d.name, env))
+				_ = os.WriteFile(path, out, 0o644)
+				t.Logf("%s %s: first run's history in %s", d.name, env, path)
+			}
+		}
+		require.Len(t, want, durabilityTicks, "the diagnostics ring holds every tick")
+		require.Equal(t, want, got, "%s: the interrupted planner decided exactly as the uninterrupted one", env)
+		t.Logf("%s: %d ticks, %d decisions, runs %d (steady) / %d (faulty)", env, len(want), s.Decisions[len(s.Decisions)-1].ID, s.Runs, f.Runs)
+	}
+
+	// The orchestrators applied each virtual decision once, the same ones in the same order.
+	for _, d := range []*deployment{steady, crashed} {
+		require.NoError(t, d.orch.err, d.name)
+		require.Empty(t, d.orch.twice, "%s: decisions applied twice", d.name)
+	}
+	n := min(len(steady.orch.applied), len(crashed.orch.applied))
+	require.Greater(t, n, 8)
+	require.Equal(t, steady.orch.applied[:n], crashed.orch.applied[:n])
+
+	// The noop connector's journal has each decision id once, although the worker died
+	// after applying decision 1 and the activity was retried.
+	for _, dir := range []string{steadyJournal, faultyJournal} {
+		path := filepath.Join(dir, "planner_durability_noop.jsonl")
+		j, err := noop.Open(path, connectors.Inventory{})
+		require.NoError(t, err)
+		ids := map[int64]int{}
+		for _, a := range j.Recorded() {
+			ids[a.DecisionID]++
+			require.Equal(t, 1, ids[a.DecisionID], "%s: decision %d recorded twice", path, a.DecisionID)
+		}
+		require.NotEmpty(t, ids, path)
+	}
+}
