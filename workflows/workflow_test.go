@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -441,4 +443,26 @@ func (h *harness) diagnosticsFromCAN() []workflows.TickRecord {
 	var next workflows.Input
 	require.NoError(h.t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	return next.State.Recent
+}
+
+func TestUnreadableMetricsHoldAndNeverScaleDown(t *testing.T) {
+	// Idle engines (20% KV) would scale 3 -> 2, but the FPM read fails: the planner holds.
+	caps := &scaling.WorkerCapabilities{Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 100000}}
+	idle := &observe.Script{Entries: []observe.ScriptEntry{{FromTick: 0, Capabilities: caps,
+		DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}}}}}
+	h := newHarness(t, idle)
+	h.env.OnActivity(workflows.ActivityObserveFPM, mock.Anything, mock.Anything).
+		Return(workflows.FPMResult{}, temporal.NewApplicationError("metrics endpoint unreachable", workflows.ErrTypeUnavailable))
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
+		InitialDecode: 3, MaxTicksPerRun: 3,
+	})
+	recs := h.diagnosticsFromCAN()
+	require.Len(t, recs, 3)
+	for _, r := range recs {
+		require.Equal(t, "no change", r.Applied.String())
+		require.Equal(t, scaling.Reason("no_fpm_data"), r.Diagnostics.LoadReasonDecode)
+		require.Contains(t, strings.Join(r.Notes, "\n"), "FPM unreadable")
+		require.Contains(t, strings.Join(r.Notes, "\n"), "metrics endpoint unreachable")
+	}
 }
