@@ -190,6 +190,10 @@ type StateView struct {
 	Ticks      int64   `json:"ticks"`
 	Runs       int     `json:"runs"`
 	NextTickAt float64 `json:"next_tick_at"`
+	// NextTick is NextTickAt in RFC 3339, and AsOf the workflow time of the answer (times
+	// elsewhere are Unix seconds).
+	NextTick string `json:"next_tick,omitempty"`
+	AsOf     string `json:"as_of"`
 	// Inventory is the last observed deployment.
 	Inventory *connectors.Inventory `json:"inventory,omitempty"`
 	// LastTick is the most recent tick.
@@ -226,9 +230,10 @@ type TickRecord struct {
 	// Kind is "scheduled" or "override".
 	Kind        string               `json:"kind"`
 	Diagnostics *scaling.Diagnostics `json:"diagnostics,omitempty"`
-	// Applied are the targets sent to the connector (empty: nothing).
+	// Applied are the targets sent to the connector, or recorded by an advisory planner
+	// (empty: nothing was sent; a held or failed decision is in the decisions list).
 	Applied connectors.Targets `json:"applied"`
-	// DecisionID is the decision the targets were sent as (0: none).
+	// DecisionID is the decision the tick made (0: none).
 	DecisionID int64 `json:"decision_id,omitempty"`
 	// Notes explain guards and connector outcomes.
 	Notes []string `json:"notes,omitempty"`

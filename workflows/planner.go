@@ -465,7 +465,10 @@ func (r *run) finishTick(rec *TickRecord, dec scaling.Decision) {
 	rec.Notes = append(rec.Notes, notes...)
 	id, submitted, applyNotes := r.apply(targets, source, now)
 	rec.Notes = append(rec.Notes, applyNotes...)
-	rec.Applied, rec.DecisionID = targets, id
+	rec.DecisionID = id
+	if n := len(r.st.Decisions); id != 0 && n > 0 && r.st.Decisions[n-1].ID == id && r.st.Decisions[n-1].sent() {
+		rec.Applied = targets
+	}
 	if r.st.Core != nil && !submitted.Empty() {
 		next := r.st.Core.WithSubmitted(submitted, now, r.st.Config.AppliesNothing())
 		r.st.Core = &next

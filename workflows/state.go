@@ -100,6 +100,15 @@ type DecisionRecord struct {
 	Error             string `json:"error,omitempty"`
 }
 
+// sent reports whether the decision reached the connector (or, advisory, was recorded).
+func (d DecisionRecord) sent() bool {
+	switch d.Status {
+	case StatusApplied, StatusPublished, StatusDone, StatusRecorded:
+		return true
+	}
+	return false
+}
+
 // RejectedMessage is an invalid signal (or refused update), kept for the state query.
 type RejectedMessage struct {
 	At    float64 `json:"at"`

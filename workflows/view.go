@@ -30,8 +30,10 @@ func (r *run) view() StateView {
 		last := st.Recent[n-1]
 		v.LastTick = &last
 	}
+	v.AsOf = workflow.Now(r.ctx).UTC().Format(time.RFC3339)
 	if st.Core != nil {
 		v.NextTickAt = scaling.Schedule(st.Config, *st.Core).At
+		v.NextTick = time.Unix(0, int64(v.NextTickAt*1e9)).UTC().Format(time.RFC3339)
 		v.LowerBoundPrefill, v.LowerBoundDecode = st.Core.LowerBoundPrefill, st.Core.LowerBoundDecode
 		for _, m := range []struct {
 			pool string
