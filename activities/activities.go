@@ -68,7 +68,7 @@ func (a *Activities) logger() *slog.Logger {
 }
 
 func nonRetryable(kind string, err error) error {
-	return temporal.NewNonRetryableApplicationError(err.Error(), kind, err)
+	return temporal.NewNonRetryableApplicationError(err.Error(), kind, nil)
 }
 
 // planner returns the scaling.Planner of a configuration and the profile it was built with
@@ -195,7 +195,7 @@ func (a *Activities) ObserveInventory(ctx context.Context, req workflows.Observe
 	}
 	inv, err := c.Inventory(ctx)
 	if err != nil {
-		return connectors.Inventory{}, temporal.NewApplicationErrorWithCause(err.Error(), workflows.ErrTypeUnavailable, err)
+		return connectors.Inventory{}, temporal.NewApplicationError(err.Error(), workflows.ErrTypeUnavailable)
 	}
 	return inv, nil
 }
@@ -214,7 +214,7 @@ func (a *Activities) Apply(ctx context.Context, req workflows.ApplyRequest) erro
 	case errors.Is(err, connectors.ErrInvalidTargets):
 		return nonRetryable(workflows.ErrTypeInvalidTargets, err)
 	case err != nil:
-		return temporal.NewApplicationErrorWithCause(err.Error(), workflows.ErrTypeUnavailable, err)
+		return temporal.NewApplicationError(err.Error(), workflows.ErrTypeUnavailable)
 	}
 	a.logger().InfoContext(ctx, "decision applied", "deployment", req.Deployment.WorkflowID(), "decision_id", req.DecisionID,
 		"targets", req.Targets.String(), "environment", req.Environment)
@@ -244,7 +244,7 @@ func (a *Activities) connector(d workflows.Deployment, env config.Environment, p
 		name := strings.NewReplacer("/", "_").Replace(key) + ".jsonl"
 		j, err := noop.Open(filepath.Join(a.NoopJournalDir, name), inv)
 		if err != nil {
-			return nil, temporal.NewApplicationErrorWithCause(err.Error(), workflows.ErrTypeUnavailable, err)
+			return nil, temporal.NewApplicationError(err.Error(), workflows.ErrTypeUnavailable)
 		}
 		c = j
 	}

@@ -32,6 +32,8 @@ const (
 	ErrTypeBadConfig      = "BadConfig"      // non-retryable
 	ErrTypeBadState       = "BadState"       // non-retryable
 	ErrTypeUnavailable    = "Unavailable"    // retryable: the source or connector is unreachable
+	// ErrTypeInvalidRequest is an update refused by its validator (never in history).
+	ErrTypeInvalidRequest = "InvalidRequest"
 )
 
 // InitRequest asks for the initial decision-core state of a planner starting at Now.

@@ -129,30 +129,30 @@ func (r *run) register() error {
 				msg := st.SetReplicas(r.now(), q)
 				wake()
 				return Result{msg}, nil
-			}, func(_ workflow.Context, q SetReplicasRequest) error { return st.ValidateSetReplicas(q) }},
+			}, func(_ workflow.Context, q SetReplicasRequest) error { return invalid(st.ValidateSetReplicas(q)) }},
 		{UpdateClearOverride, "remove replica overrides",
 			func(_ workflow.Context, q ClearOverrideRequest) (Result, error) {
 				return Result{st.ClearOverride(q)}, nil
 			},
-			func(_ workflow.Context, q ClearOverrideRequest) error { return st.ValidateClearOverride(q) }},
+			func(_ workflow.Context, q ClearOverrideRequest) error { return invalid(st.ValidateClearOverride(q)) }},
 		{UpdatePause, "pause scale-up, scale-down or both",
 			func(_ workflow.Context, q DirectionRequest) (Result, error) { return Result{st.Pause(q)}, nil },
-			func(_ workflow.Context, q DirectionRequest) error { return ValidateDirection(q) }},
+			func(_ workflow.Context, q DirectionRequest) error { return invalid(ValidateDirection(q)) }},
 		{UpdateResume, "resume scale-up, scale-down or both",
 			func(_ workflow.Context, q DirectionRequest) (Result, error) { return Result{st.Resume(q)}, nil },
-			func(_ workflow.Context, q DirectionRequest) error { return ValidateDirection(q) }},
+			func(_ workflow.Context, q DirectionRequest) error { return invalid(ValidateDirection(q)) }},
 		{UpdateSetSLA, "change the TTFT and ITL targets",
 			func(_ workflow.Context, q SetSLARequest) (Result, error) { return Result{st.SetSLA(q)}, nil },
-			func(_ workflow.Context, q SetSLARequest) error { return st.ValidateSetSLA(q) }},
+			func(_ workflow.Context, q SetSLARequest) error { return invalid(st.ValidateSetSLA(q)) }},
 		{UpdateSetLimits, "change the minimum endpoints and GPU budgets",
 			func(_ workflow.Context, q SetLimitsRequest) (Result, error) { return Result{st.SetLimits(q)}, nil },
-			func(_ workflow.Context, q SetLimitsRequest) error { return st.ValidateSetLimits(q) }},
+			func(_ workflow.Context, q SetLimitsRequest) error { return invalid(st.ValidateSetLimits(q)) }},
 		{UpdateAcknowledge, "acknowledge a virtual decision",
 			func(_ workflow.Context, q AcknowledgeRequest) (Result, error) { return Result{st.Acknowledge(q)}, nil },
-			func(_ workflow.Context, q AcknowledgeRequest) error { return st.ValidateAcknowledge(q) }},
+			func(_ workflow.Context, q AcknowledgeRequest) error { return invalid(st.ValidateAcknowledge(q)) }},
 		{UpdateConfig, "replace the configuration",
 			func(_ workflow.Context, q ConfigRequest) (Result, error) { return Result{st.SetConfig(q)}, nil },
-			func(_ workflow.Context, q ConfigRequest) error { return st.ValidateConfig(q) }},
+			func(_ workflow.Context, q ConfigRequest) error { return invalid(st.ValidateConfig(q)) }},
 		{UpdateWaitDecision, "wait (up to a minute) for a virtual decision newer than after_decision_id",
 			func(ctx workflow.Context, q WaitDecisionRequest) (virtual.Decision, error) {
 				_, err := workflow.AwaitWithTimeout(ctx, waitDecisionSpan, func() bool {
@@ -164,7 +164,7 @@ func (r *run) register() error {
 				return st.Virtual.Decision, nil
 			}, func(_ workflow.Context, q WaitDecisionRequest) error {
 				if st.Virtual == nil {
-					return fmt.Errorf("environment %q publishes no virtual decisions", st.Config.Environment)
+					return invalid(fmt.Errorf("environment %q publishes no virtual decisions", st.Config.Environment))
 				}
 				return nil
 			}},
@@ -180,6 +180,15 @@ func (r *run) register() error {
 		}))
 	}
 	return nil
+}
+
+// invalid turns a validator's error into a non-retryable application error, so clients
+// show the reason without retrying.
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 }
 
 // handleSignal validates and applies one signal; an invalid one is recorded as rejected.
@@ -359,7 +368,7 @@ func (r *run) initialize() {
 		r.details(nil)
 		return
 	}
-	r.initErr = err.Error()
+	r.initErr = errorText(err)
 	r.logger.Error("planner initialisation failed; retrying", "error", err, "retry_in", initRetryAfter)
 	r.details(nil)
 	_ = workflow.NewTimerWithOptions(r.ctx, initRetryAfter, workflow.TimerOptions{Summary: "retry initialisation"}).Get(r.ctx, nil)
@@ -398,7 +407,7 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 	if fpmF != nil {
 		var fr FPMResult
 		if err := fpmF.Get(r.ctx, &fr); err != nil {
-			rec.Notes = append(rec.Notes, "FPM unreadable: "+err.Error())
+			rec.Notes = append(rec.Notes, "FPM unreadable: "+errorText(err))
 		} else {
 			in.FPM = fr.FPM
 			mergeCapabilities(&st.Capabilities, fr.Capabilities)
@@ -407,7 +416,7 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 	if trafficF != nil {
 		var tr *scaling.TrafficObservation
 		if err := trafficF.Get(r.ctx, &tr); err != nil {
-			rec.Notes = append(rec.Notes, "traffic unreadable: "+err.Error())
+			rec.Notes = append(rec.Notes, "traffic unreadable: "+errorText(err))
 		} else {
 			in.Traffic = tr
 		}
@@ -425,7 +434,7 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{ErrTypeBadConfig, ErrTypeBadState}},
 	})
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityDecide, DecideRequest{Tick: st.Ticks, Config: st.Config, State: *st.Core, Input: in}).Get(lctx, &dr); err != nil {
-		rec.Notes = append(rec.Notes, "decide failed, holding: "+err.Error())
+		rec.Notes = append(rec.Notes, "decide failed, holding: "+errorText(err))
 		r.logger.Error("decide failed; holding", "error", err)
 		// Keep the schedule moving: without a new state the same tick would run again at once.
 		r.bumpSchedule(tk, now)
@@ -531,7 +540,7 @@ func (r *run) recordInventory(rd inventoryRead, rec *TickRecord) *connectors.Inv
 	if rd.virtual != nil {
 		inv = *rd.virtual
 	} else if err := rd.future.Get(r.ctx, &inv); err != nil {
-		rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+err.Error())
+		rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+errorText(err))
 		return nil
 	}
 	mergeCapabilities(&st.Capabilities, inv.Capabilities)
@@ -551,6 +560,23 @@ func (r *run) recordInventory(rd inventoryRead, rec *TickRecord) *connectors.Inv
 // observeInventory reads and records the deployment.
 func (r *run) observeInventory(rec *TickRecord) *connectors.Inventory {
 	return r.recordInventory(r.readInventory(), rec)
+}
+
+// errorText is what an operator needs of an activity error: the innermost application
+// error's type and message, without the SDK's wrapping.
+func errorText(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		if ae.Type() != "" {
+			return ae.Type() + ": " + ae.Message()
+		}
+		return ae.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out (" + te.TimeoutType().String() + ")"
+	}
+	return err.Error()
 }
 
 func deref(p *int) int {
@@ -625,6 +651,11 @@ func (r *run) apply(t connectors.Targets, source string, now float64) (int64, sc
 			return 0, scaling.Decision{}, []string{fmt.Sprintf("advice unchanged since decision %d: %s", st.Decisions[n-1].ID, t)}
 		}
 	}
+	// A planner started again for a deployment continues after the newest decision its
+	// connector applied, so the connector never refuses its decisions as stale.
+	if st.Inventory != nil && st.Inventory.AppliedDecisionID > st.LastDecisionID {
+		st.LastDecisionID = st.Inventory.AppliedDecisionID
+	}
 	st.LastDecisionID++
 	id := st.LastDecisionID
 	rec := DecisionRecord{ID: id, At: now, Tick: st.Ticks, Source: source, Targets: t}
@@ -662,8 +693,8 @@ func (r *run) apply(t connectors.Targets, source string, now float64) (int64, sc
 		req := ApplyRequest{Deployment: st.Deployment, Environment: st.Config.Environment, DecisionID: id, Targets: t,
 			InitialPrefill: st.InitialPrefill, InitialDecode: st.InitialDecode}
 		if err := r.activity(ActivityApply, "apply "+r.describeMove(t), applyTimeout, 5, req, nil); err != nil {
-			rec.Status, rec.Error = StatusFailed, err.Error()
-			notes = append(notes, fmt.Sprintf("decision %d (%s) failed: %v", id, t, err))
+			rec.Status, rec.Error = StatusFailed, errorText(err)
+			notes = append(notes, fmt.Sprintf("decision %d (%s) failed: %s", id, t, rec.Error))
 			submitted = scaling.Decision{}
 		} else if st.Config.AppliesNothing() {
 			// The noop connector recorded it; the deployment does not move.

@@ -3,6 +3,8 @@ package workflows_test
 import (
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,12 +51,17 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, script *observe.Script) *harness {
+	return newHarnessWithJournal(t, script, t.TempDir())
+}
+
+// newHarnessWithJournal runs the real activities with the noop connector journaling in dir.
+func newHarnessWithJournal(t *testing.T, script *observe.Script, journalDir string) *harness {
 	var suite testsuite.WorkflowTestSuite
 	// Warnings and errors go to the test log; the SDK's debug chatter is dropped.
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(workflows.PlannerWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
-	(&activities.Activities{Script: script, NoopJournalDir: t.TempDir()}).Register(env)
+	(&activities.Activities{Script: script, NoopJournalDir: journalDir}).Register(env)
 	env.SetStartTime(time.Unix(1_700_000_000, 0))
 	return &harness{t: t, env: env}
 }
@@ -465,4 +472,22 @@ func TestUnreadableMetricsHoldAndNeverScaleDown(t *testing.T) {
 		require.Contains(t, strings.Join(r.Notes, "\n"), "FPM unreadable")
 		require.Contains(t, strings.Join(r.Notes, "\n"), "metrics endpoint unreachable")
 	}
+}
+
+func TestARestartedPlannerContinuesAfterTheConnectorsNewestDecision(t *testing.T) {
+	// A previous planner of the same deployment left decision 7 in the noop journal.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "planner_ns_llama.jsonl"), []byte(`{"decision_id":7,"targets":{"decode":1}}`+"\n"), 0o644))
+	h := newHarnessWithJournal(t, kvScript(), dir)
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
+		InitialDecode: 1, MaxTicksPerRun: 1,
+	})
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
+	var next workflows.Input
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Len(t, next.State.Decisions, 1)
+	require.Equal(t, int64(8), next.State.Decisions[0].ID)
+	require.Equal(t, workflows.StatusRecorded, next.State.Decisions[0].Status, "not refused as stale")
 }
