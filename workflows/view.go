@@ -99,8 +99,9 @@ func (r *run) details(rec *TickRecord) {
 		if d != nil && (d.EstimatedTTFTMs != nil || d.EstimatedITLMs != nil) {
 			b.WriteString(fmt.Sprintf("Estimated TTFT %s / SLA %g ms · ITL %s / SLA %g ms\n\n", msOrDash(d.EstimatedTTFTMs), st.Config.TTFTMs, msOrDash(d.EstimatedITLMs), st.Config.ITLMs))
 		}
-		if rec.DecisionID != 0 {
-			b.WriteString(fmt.Sprintf("Decision %d: %s\n\n", rec.DecisionID, rec.Applied))
+		if n := len(st.Decisions); n > 0 {
+			d := st.Decisions[n-1]
+			b.WriteString(fmt.Sprintf("Last decision: #%d %s (%s, %s) at %s\n\n", d.ID, d.Targets, d.Source, d.Status, unixTime(d.At)))
 		}
 		for _, n := range rec.Notes {
 			b.WriteString(fmt.Sprintf("- %s\n", n))
