@@ -238,7 +238,7 @@ func (a *Activities) connector(d workflows.Deployment, env config.Environment, p
 	if c, ok := a.noops[key]; ok {
 		return c, nil
 	}
-	inv := connectors.Inventory{ReadyPrefill: &prefill, ReadyDecode: &decode}
+	inv := connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyPrefill: &prefill, ReadyDecode: &decode}}
 	var c connectors.Connector = noop.New(inv)
 	if a.NoopJournalDir != "" {
 		name := strings.NewReplacer("/", "_").Replace(key) + ".jsonl"

@@ -57,29 +57,21 @@ func (t Targets) Validate() error {
 	return nil
 }
 
-// Inventory is what a connector knows of the deployment (Dynamo's WorkerCounts plus the
-// workers' capabilities). Nil counts are unknown.
+// Inventory is what a connector knows of the deployment: Dynamo's WorkerCounts (ready and
+// expected counts, nil when unknown, and the scaling-in-progress flags) plus the workers'
+// capabilities and the newest decision applied.
 type Inventory struct {
-	ReadyPrefill    *int `json:"ready_prefill,omitempty"`
-	ReadyDecode     *int `json:"ready_decode,omitempty"`
-	ExpectedPrefill *int `json:"expected_prefill,omitempty"`
-	ExpectedDecode  *int `json:"expected_decode,omitempty"`
-	// PrefillScalingInProgress and DecodeScalingInProgress are set while a rollout runs.
-	PrefillScalingInProgress bool `json:"prefill_scaling_in_progress,omitempty"`
-	DecodeScalingInProgress  bool `json:"decode_scaling_in_progress,omitempty"`
+	scaling.WorkerCounts
 	// Capabilities are the workers' reported capabilities (GPU counts, limits).
 	Capabilities scaling.WorkerCapabilities `json:"capabilities"`
 	// AppliedDecisionID is the newest decision id the connector has applied (0: none).
 	AppliedDecisionID int64 `json:"applied_decision_id,omitempty"`
 }
 
-// WorkerCounts converts the inventory to the decision core's input.
-func (i Inventory) WorkerCounts() *scaling.WorkerCounts {
-	return &scaling.WorkerCounts{
-		ReadyPrefill: i.ReadyPrefill, ReadyDecode: i.ReadyDecode,
-		ExpectedPrefill: i.ExpectedPrefill, ExpectedDecode: i.ExpectedDecode,
-		PrefillScalingInProgress: i.PrefillScalingInProgress, DecodeScalingInProgress: i.DecodeScalingInProgress,
-	}
+// Counts returns a copy of the worker counts for the decision core.
+func (i Inventory) Counts() *scaling.WorkerCounts {
+	c := i.WorkerCounts
+	return &c
 }
 
 // Connector reports inventory and applies decisions. Apply takes absolute targets tagged

@@ -402,7 +402,7 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 	inv := r.recordInventory(rd, &rec)
 	in := scaling.Input{Now: now}
 	if inv != nil {
-		in.Workers = inv.WorkerCounts()
+		in.Workers = inv.Counts()
 	}
 	if fpmF != nil {
 		var fr FPMResult

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/connectortest"
+	"github.com/llmplanner/planner/scaling"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,12 +16,12 @@ func one() *int { v := 1; return &v }
 
 func TestConformance(t *testing.T) {
 	connectortest.Run(t, func(*testing.T) connectors.Connector {
-		return New(connectors.Inventory{ReadyPrefill: one(), ReadyDecode: one()})
+		return New(connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyPrefill: one(), ReadyDecode: one()}})
 	}, connectortest.Options{Applies: false})
 }
 
 func TestRecordsAndAppliesNothing(t *testing.T) {
-	c := New(connectors.Inventory{ReadyPrefill: one(), ReadyDecode: one()})
+	c := New(connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyPrefill: one(), ReadyDecode: one()}})
 	three := 3
 	require.NoError(t, c.Apply(context.Background(), 1, connectors.Targets{Decode: &three}))
 	require.NoError(t, c.Apply(context.Background(), 1, connectors.Targets{Decode: &three}))
@@ -33,7 +34,7 @@ func TestRecordsAndAppliesNothing(t *testing.T) {
 
 func TestJournalSurvivesRestart(t *testing.T) {
 	path := t.TempDir() + "/journal.jsonl"
-	inv := connectors.Inventory{ReadyPrefill: one(), ReadyDecode: one()}
+	inv := connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyPrefill: one(), ReadyDecode: one()}}
 	j, err := Open(path, inv)
 	require.NoError(t, err)
 	two := 2

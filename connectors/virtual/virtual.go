@@ -153,7 +153,7 @@ func (s *State) Inventory() connectors.Inventory {
 		v := acked
 		return &v
 	}
-	inv := connectors.Inventory{ReadyPrefill: ready(s.ReportedPrefill, s.AckedPrefill), ReadyDecode: ready(s.ReportedDecode, s.AckedDecode)}
+	inv := connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyPrefill: ready(s.ReportedPrefill, s.AckedPrefill), ReadyDecode: ready(s.ReportedDecode, s.AckedDecode)}}
 	if s.Decision.NumPrefill != Unset {
 		v := s.Decision.NumPrefill
 		inv.ExpectedPrefill = &v
