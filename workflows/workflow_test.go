@@ -491,3 +491,58 @@ func TestARestartedPlannerContinuesAfterTheConnectorsNewestDecision(t *testing.T
 	require.Equal(t, int64(8), next.State.Decisions[0].ID)
 	require.Equal(t, workflows.StatusRecorded, next.State.Decisions[0].Status, "not refused as stale")
 }
+
+// TestStateStaysSmallForAnSLAPlanner runs a disaggregated SLA planner with the measured H200
+// profile, an ARIMA predictor and both loops for 120 ticks (one hour of 60 s throughput and
+// 30 s load ticks), then measures the state it carries across Continue-As-New.
+func TestStateStaysSmallForAnSLAPlanner(t *testing.T) {
+	c := config.Default()
+	c.Mode, c.Environment, c.OptimizationTarget = config.ModeDisagg, config.EnvVirtual, config.TargetSLA
+	c.ProfileResultsDir = "../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1"
+	c.EnableThroughputScaling, c.EnableLoadScaling = true, true
+	c.LoadPredictor, c.ThroughputAdjustmentIntervalSeconds, c.LoadAdjustmentIntervalSeconds = "arima", 60, 30
+	c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 20, 16
+	caps := &scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 500000}, Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 500000}}
+	var entries []observe.ScriptEntry
+	for i := int64(0); i < 120; i += 10 {
+		rps := 4 + float64(i%40)/4 // a slow sawtooth
+		entries = append(entries, observe.ScriptEntry{FromTick: i, Capabilities: caps,
+			Traffic:       &observe.ScriptTraffic{RequestsPerSecond: rps, ISL: 3000, OSL: 300},
+			PrefillEngine: &perf.FPM{WallTime: 0.05 + 0.001*float64(i%7), Scheduled: perf.ScheduledRequests{NumPrefillRequests: 2, SumPrefillTokens: 6000 + 100*i}},
+			DecodeEngine:  &perf.FPM{WallTime: 0.012 + 0.0001*float64(i%5), Scheduled: perf.ScheduledRequests{NumDecodeRequests: 30 + i%9, SumDecodeKVTokens: 100000 + 1000*i}},
+		})
+	}
+	h := newHarness(t, &observe.Script{Entries: entries})
+	// An orchestrator acknowledges the newest decision a second after every tick.
+	for k := 1; k <= 120; k++ {
+		h.at(time.Duration(k)*30*time.Second+time.Second, func() {
+			v, err := h.env.QueryWorkflow(workflows.QueryVirtualDecision)
+			require.NoError(t, err)
+			var d virtual.Decision
+			require.NoError(t, v.Get(&d))
+			if d.DecisionID >= 0 {
+				h.env.SignalWorkflow(workflows.UpdateAcknowledge, workflows.AcknowledgeRequest{DecisionID: d.DecisionID})
+			}
+		})
+	}
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: c,
+		InitialPrefill: 2, InitialDecode: 2, MaxTicksPerRun: 120,
+	})
+	h.finishedByContinueAsNew()
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
+	size := 0
+	for _, p := range can.Input.GetPayloads() {
+		size += len(p.GetData())
+	}
+	var next workflows.Input
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, int64(120), next.State.Ticks)
+	require.NotNil(t, next.State.Core.Models.Decode)
+	last := next.State.Recent[len(next.State.Recent)-1]
+	require.Equal(t, scaling.Reason("set_lower_bound"), last.Diagnostics.ThroughputReasonDecode, "the throughput loop ran on the forecast")
+	t.Logf("state carried across Continue-As-New after %d ticks: %d bytes (%d decisions kept, %d tick records)",
+		next.State.Ticks, size, len(next.State.Decisions), len(next.State.Recent))
+	require.Less(t, size, 128<<10, "the state must stay tens of KB")
+}
