@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -122,23 +123,28 @@ func (p *Client) Get(ctx context.Context) (virtual.Decision, error) {
 	return d, p.query(ctx, workflows.QueryVirtualDecision, &d)
 }
 
-// Wait blocks until the planner publishes a virtual decision with an id above after, and
-// returns it. It is built on the wait_decision update, which the planner answers within
-// about a minute; Wait renews it until a newer decision exists or ctx ends, and rides over
-// the planner's Continue-As-New.
+// Wait blocks until the planner's newest virtual decision is another than after, and
+// returns it: normally a newer one; an older id means the planner was started again and its
+// decision ids began anew (apply it all the same). It is built on the wait_decision update,
+// which the planner answers within about a minute; Wait renews it until a decision arrives
+// or ctx ends, rides over the planner's Continue-As-New and brief server outages, and fails
+// when the planner is not running.
 func (p *Client) Wait(ctx context.Context, after int64) (virtual.Decision, error) {
 	for {
 		var d virtual.Decision
 		err := p.update(ctx, workflows.UpdateWaitDecision, workflows.WaitDecisionRequest{AfterDecisionID: after}, &d)
 		switch {
-		case err == nil && d.DecisionID > after:
+		case err == nil && d.DecisionID != after:
 			return d, nil
 		case err == nil:
-			// Answered without a newer decision (the wait span ended or the run continued
+			// Answered without another decision (the wait span ended or the run continued
 			// as new): ask again.
 		case ctx.Err() != nil:
 			return virtual.Decision{}, ctx.Err()
 		case transient(err):
+			if running, derr := p.running(ctx); derr == nil && !running {
+				return virtual.Decision{}, fmt.Errorf("%s is not running: %w", p.id, err)
+			}
 			select {
 			case <-ctx.Done():
 				return virtual.Decision{}, ctx.Err()
@@ -157,6 +163,19 @@ func transient(err error) bool {
 	var unavailable *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
 	return errors.As(err, &notFound) || errors.As(err, &unavailable) || errors.As(err, &deadline)
+}
+
+// running reports whether the planner's latest run is running.
+func (p *Client) running(ctx context.Context) (bool, error) {
+	desc, err := p.c.DescribeWorkflowExecution(ctx, p.id, "")
+	if err != nil {
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // Complete acknowledges that the orchestrator applied a decision; readyPrefill and

@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,8 +47,9 @@ const (
 	UpdateSetLimits = "set_limits"
 	// UpdateAcknowledge acknowledges a virtual decision (AcknowledgeRequest).
 	UpdateAcknowledge = "acknowledge"
-	// UpdateWaitDecision blocks until a virtual decision newer than the given one exists, or
-	// about a minute passes (WaitDecisionRequest; returns virtual.Decision).
+	// UpdateWaitDecision blocks until the newest virtual decision is another than the given
+	// one (newer; or older, when the planner was started again), or about a minute passes
+	// (WaitDecisionRequest; returns virtual.Decision).
 	UpdateWaitDecision = "wait_decision"
 	// UpdateConfig replaces the configuration (ConfigRequest), as `planner start` does for
 	// a running planner.
@@ -56,6 +60,20 @@ const (
 	SearchAttributeDeployment = "PlannerDeployment"
 	SearchAttributeMode       = "PlannerMode"
 )
+
+// SupportedEnvironments are the environments this build's workers can serve (kubernetes and
+// local arrive with their connectors).
+var SupportedEnvironments = []string{string(config.EnvNoop), string(config.EnvVirtual)}
+
+// SupportedEnvironment reports whether this build's workers serve env.
+func SupportedEnvironment(env config.Environment) bool {
+	for _, e := range SupportedEnvironments {
+		if string(env) == e {
+			return true
+		}
+	}
+	return false
+}
 
 // SignalNames are the messages also accepted as signals.
 var SignalNames = []string{UpdateSetReplicas, UpdateClearOverride, UpdatePause, UpdateResume, UpdateSetSLA, UpdateSetLimits, UpdateAcknowledge}
@@ -101,6 +119,65 @@ type Input struct {
 	MaxTicksPerRun int `json:"max_ticks_per_run,omitempty"`
 	// State is the state carried by Continue-As-New (nil on a first start).
 	State *State `json:"state,omitempty"`
+}
+
+// strictJSON decodes one JSON value into v, refusing unknown fields (a misspelt field must
+// not silently become "everything") and trailing data. It is deterministic; workflowcheck
+// flags encoding/json's reflection internals, hence the ignore.
+//
+//workflowcheck:ignore
+func strictJSON(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *SetReplicasRequest) UnmarshalJSON(b []byte) error {
+	type plain SetReplicasRequest
+	return strictJSON(b, (*plain)(r))
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *ClearOverrideRequest) UnmarshalJSON(b []byte) error {
+	type plain ClearOverrideRequest
+	return strictJSON(b, (*plain)(r))
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *DirectionRequest) UnmarshalJSON(b []byte) error {
+	type plain DirectionRequest
+	return strictJSON(b, (*plain)(r))
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *SetSLARequest) UnmarshalJSON(b []byte) error {
+	type plain SetSLARequest
+	return strictJSON(b, (*plain)(r))
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *SetLimitsRequest) UnmarshalJSON(b []byte) error {
+	type plain SetLimitsRequest
+	return strictJSON(b, (*plain)(r))
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *AcknowledgeRequest) UnmarshalJSON(b []byte) error {
+	type plain AcknowledgeRequest
+	return strictJSON(b, (*plain)(r))
+}
+
+// UnmarshalJSON decodes strictly (unknown fields are errors).
+func (r *WaitDecisionRequest) UnmarshalJSON(b []byte) error {
+	type plain WaitDecisionRequest
+	return strictJSON(b, (*plain)(r))
 }
 
 // Component names accepted in requests.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -51,7 +52,6 @@ type run struct {
 	st      *State
 	in      Input
 	logger  log.Logger
-	wake    workflow.Channel
 	signals []workflow.ReceiveChannel
 	// draining is set before Continue-As-New: blocked wait_decision calls return.
 	draining  bool
@@ -60,10 +60,12 @@ type run struct {
 }
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {
-	r := &run{ctx: ctx, in: in, logger: workflow.GetLogger(ctx), wake: workflow.NewBufferedChannel(ctx, 1)}
+	r := &run{ctx: ctx, in: in, logger: workflow.GetLogger(ctx)}
 	if in.State != nil {
 		r.st = in.State
 		r.st.Runs++
+		// Migrations from older logic versions go here; the carried state is then current.
+		r.st.LogicVersion = LogicVersion
 		return r, nil
 	}
 	if err := in.Deployment.Validate(); err != nil {
@@ -118,7 +120,6 @@ func (r *run) register() error {
 			return err
 		}
 	}
-	wake := func() { r.wake.SendAsync(true) }
 	updates := []struct {
 		name, desc string
 		handler    any
@@ -126,9 +127,7 @@ func (r *run) register() error {
 	}{
 		{UpdateSetReplicas, "pin a component's replicas for a time",
 			func(_ workflow.Context, q SetReplicasRequest) (Result, error) {
-				msg := st.SetReplicas(r.now(), q)
-				wake()
-				return Result{msg}, nil
+				return Result{st.SetReplicas(r.now(), q)}, nil
 			}, func(_ workflow.Context, q SetReplicasRequest) error { return invalid(st.ValidateSetReplicas(q)) }},
 		{UpdateClearOverride, "remove replica overrides",
 			func(_ workflow.Context, q ClearOverrideRequest) (Result, error) {
@@ -153,10 +152,12 @@ func (r *run) register() error {
 		{UpdateConfig, "replace the configuration",
 			func(_ workflow.Context, q ConfigRequest) (Result, error) { return Result{st.SetConfig(q)}, nil },
 			func(_ workflow.Context, q ConfigRequest) error { return invalid(st.ValidateConfig(q)) }},
-		{UpdateWaitDecision, "wait (up to a minute) for a virtual decision newer than after_decision_id",
+		{UpdateWaitDecision, "wait (up to a minute) for a virtual decision other than after_decision_id",
 			func(ctx workflow.Context, q WaitDecisionRequest) (virtual.Decision, error) {
+				// A lower id than asked for also answers: the planner was started again and
+				// its virtual decision ids began anew.
 				_, err := workflow.AwaitWithTimeout(ctx, waitDecisionSpan, func() bool {
-					return r.draining || st.Virtual.Decision.DecisionID > q.AfterDecisionID
+					return r.draining || st.Virtual.Decision.DecisionID != q.AfterDecisionID
 				})
 				if err != nil {
 					return virtual.Decision{}, err
@@ -174,10 +175,22 @@ func (r *run) register() error {
 			return err
 		}
 	}
+	// Each signal channel has its own coroutine, so a signal is applied in the workflow task
+	// that delivers it, whatever the main loop is waiting for.
 	for _, name := range SignalNames {
-		r.signals = append(r.signals, workflow.GetSignalChannelWithOptions(ctx, name, workflow.SignalChannelOptions{
+		ch := workflow.GetSignalChannelWithOptions(ctx, name, workflow.SignalChannelOptions{
 			Description: "the " + name + " update as a signal: invalid payloads are recorded as rejected, never applied",
-		}))
+		})
+		r.signals = append(r.signals, ch)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				// A RawValue always decodes, so a malformed payload cannot be dropped
+				// silently by the SDK: handleSignal decodes it and records the error.
+				var raw converter.RawValue
+				ch.Receive(ctx, &raw)
+				r.handleSignal(name, raw)
+			}
+		})
 	}
 	return nil
 }
@@ -191,78 +204,108 @@ func invalid(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 }
 
-// handleSignal validates and applies one signal; an invalid one is recorded as rejected.
-func (r *run) handleSignal(ch workflow.ReceiveChannel) {
-	st, name := r.st, ch.Name()
-	var err error
+// handleSignal decodes, validates and applies one signal; an invalid one is recorded as
+// rejected and changes nothing.
+func (r *run) handleSignal(name string, raw converter.RawValue) {
+	st := r.st
 	var msg string
-	receive := func(v any) bool {
-		ch.Receive(r.ctx, v)
-		return true
-	}
-	switch name {
-	case UpdateSetReplicas:
-		var q SetReplicasRequest
-		receive(&q)
-		if err = st.ValidateSetReplicas(q); err == nil {
+	err := func() error {
+		switch name {
+		case UpdateSetReplicas:
+			var q SetReplicasRequest
+			if err := decodeSignal(raw, &q); err != nil {
+				return err
+			}
+			if err := st.ValidateSetReplicas(q); err != nil {
+				return err
+			}
 			msg = st.SetReplicas(r.now(), q)
-			r.wake.SendAsync(true)
-		}
-	case UpdateClearOverride:
-		var q ClearOverrideRequest
-		receive(&q)
-		if err = st.ValidateClearOverride(q); err == nil {
+		case UpdateClearOverride:
+			var q ClearOverrideRequest
+			if err := decodeSignal(raw, &q); err != nil {
+				return err
+			}
+			if err := st.ValidateClearOverride(q); err != nil {
+				return err
+			}
 			msg = st.ClearOverride(q)
-		}
-	case UpdatePause, UpdateResume:
-		var q DirectionRequest
-		receive(&q)
-		if err = ValidateDirection(q); err == nil {
+		case UpdatePause, UpdateResume:
+			var q DirectionRequest
+			if err := decodeSignal(raw, &q); err != nil {
+				return err
+			}
+			if err := ValidateDirection(q); err != nil {
+				return err
+			}
 			if name == UpdatePause {
 				msg = st.Pause(q)
 			} else {
 				msg = st.Resume(q)
 			}
-		}
-	case UpdateSetSLA:
-		var q SetSLARequest
-		receive(&q)
-		if err = st.ValidateSetSLA(q); err == nil {
+		case UpdateSetSLA:
+			var q SetSLARequest
+			if err := decodeSignal(raw, &q); err != nil {
+				return err
+			}
+			if err := st.ValidateSetSLA(q); err != nil {
+				return err
+			}
 			msg = st.SetSLA(q)
-		}
-	case UpdateSetLimits:
-		var q SetLimitsRequest
-		receive(&q)
-		if err = st.ValidateSetLimits(q); err == nil {
+		case UpdateSetLimits:
+			var q SetLimitsRequest
+			if err := decodeSignal(raw, &q); err != nil {
+				return err
+			}
+			if err := st.ValidateSetLimits(q); err != nil {
+				return err
+			}
 			msg = st.SetLimits(q)
-		}
-	case UpdateAcknowledge:
-		var q AcknowledgeRequest
-		receive(&q)
-		if err = st.ValidateAcknowledge(q); err == nil {
+		case UpdateAcknowledge:
+			var q AcknowledgeRequest
+			if err := decodeSignal(raw, &q); err != nil {
+				return err
+			}
+			if err := st.ValidateAcknowledge(q); err != nil {
+				return err
+			}
 			msg = st.Acknowledge(q)
 		}
-	}
+		return nil
+	}()
 	if err != nil {
-		st.reject(r.now(), name, err, true)
+		st.reject(r.now(), name, err)
 		r.logger.Warn("signal rejected", "signal", name, "error", err)
 		return
 	}
 	r.logger.Info("signal applied", "signal", name, "result", msg)
 }
 
-// drainSignals applies every buffered signal without blocking.
+// decodeSignal decodes a signal's JSON payload strictly: no payload, another encoding,
+// malformed JSON or an unknown field is an error.
+func decodeSignal(raw converter.RawValue, v any) error {
+	p := raw.Payload()
+	if p == nil || string(p.GetMetadata()[converter.MetadataEncoding]) == converter.MetadataEncodingNil {
+		return errors.New("the signal has no input: give a JSON object (--input '{...}')")
+	}
+	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
+		return fmt.Errorf("the signal's input is encoded %q: give a JSON object", enc)
+	}
+	if err := strictJSON(p.GetData(), v); err != nil {
+		return fmt.Errorf("the signal's input is not a valid request: %w", err)
+	}
+	return nil
+}
+
+// drainSignals applies every signal buffered but not yet received, without blocking (before
+// Continue-As-New, so none is lost).
 func (r *run) drainSignals() {
-	for {
-		got := false
-		for _, ch := range r.signals {
-			for ch.Len() > 0 {
-				r.handleSignal(ch)
-				got = true
+	for _, ch := range r.signals {
+		for {
+			var raw converter.RawValue
+			if !ch.ReceiveAsync(&raw) {
+				break
 			}
-		}
-		if !got {
-			return
+			r.handleSignal(ch.Name(), raw)
 		}
 	}
 }
@@ -295,30 +338,16 @@ func (r *run) loop() error {
 	}
 }
 
-// waitUntil sleeps until the tick is due, handling signals meanwhile. It returns true when
-// an override woke it first.
+// waitUntil sleeps until the tick is due. It returns true when a replica override waiting
+// to be applied cut the sleep short.
 func (r *run) waitUntil(tk scaling.Tick) bool {
-	r.drainSignals()
 	d := time.Duration((tk.At - r.now()) * float64(time.Second))
 	if d <= 0 {
 		return false
 	}
-	timerCtx, cancel := workflow.WithCancel(r.ctx)
-	defer cancel()
-	fired, woken := false, false
-	sel := workflow.NewSelector(r.ctx)
-	sel.AddFuture(workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: tickSummary(tk, r.st.Ticks+1)}), func(workflow.Future) { fired = true })
-	sel.AddReceive(r.wake, func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(r.ctx, nil)
-		woken = true
-	})
-	for _, ch := range r.signals {
-		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { r.handleSignal(c) })
-	}
-	for !fired && !woken {
-		sel.Select(r.ctx)
-	}
-	return woken && !fired
+	woken, err := workflow.AwaitWithOptions(r.ctx, workflow.AwaitOptions{Timeout: d,
+		TimerOptions: workflow.TimerOptions{Summary: tickSummary(tk, r.st.Ticks+1)}}, r.st.overrideDue)
+	return err == nil && woken
 }
 
 func tickSummary(tk scaling.Tick, n int64) string {
@@ -470,9 +499,9 @@ func (r *run) overridePass() {
 // finishTick guards the decision, applies it, and records the tick.
 func (r *run) finishTick(rec *TickRecord, dec scaling.Decision) {
 	now := rec.At
-	targets, source, notes := r.guards(dec, now)
+	targets, used, notes := r.guards(dec, now)
 	rec.Notes = append(rec.Notes, notes...)
-	id, submitted, applyNotes := r.apply(targets, source, now)
+	id, submitted, applyNotes := r.apply(targets, used, now)
 	rec.Notes = append(rec.Notes, applyNotes...)
 	rec.DecisionID = id
 	if n := len(r.st.Decisions); id != 0 && n > 0 && r.st.Decisions[n-1].ID == id && r.st.Decisions[n-1].sent() {
@@ -593,11 +622,11 @@ func reached(target, ready *int) bool {
 // guards turns the planner's decision into targets: replica overrides win (applied once,
 // then the planner's decisions for that component are suppressed until the override
 // expires or is cleared), and paused directions drop the planner's own moves.
-func (r *run) guards(dec scaling.Decision, now float64) (connectors.Targets, string, []string) {
+func (r *run) guards(dec scaling.Decision, now float64) (connectors.Targets, []*ReplicaOverride, []string) {
 	st := r.st
 	var notes []string
 	var t connectors.Targets
-	source := "planner"
+	var used []*ReplicaOverride
 	for _, c := range []string{ComponentPrefill, ComponentDecode} {
 		if !st.hasComponent(c) {
 			continue
@@ -617,7 +646,8 @@ func (r *run) guards(dec scaling.Decision, now float64) (connectors.Targets, str
 			want = nil
 			if !o.Applied {
 				v := o.Replicas
-				want, source = &v, "override"
+				want = &v
+				used = append(used, o)
 			}
 		} else if want != nil {
 			cur := st.ready(c)
@@ -635,20 +665,56 @@ func (r *run) guards(dec scaling.Decision, now float64) (connectors.Targets, str
 			t.Decode = want
 		}
 	}
-	return t, source, notes
+	return t, used, notes
 }
 
-// apply sends the targets to the connector as a new decision and returns its id and what
-// was submitted (for the pending-desired guard).
-func (r *run) apply(t connectors.Targets, source string, now float64) (int64, scaling.Decision, []string) {
+// apply sends the targets to the connector as a new decision and returns its id (0: no
+// decision) and what was submitted (for the pending-desired guard). used are the overrides
+// the targets carry: they are marked applied once sent, unless an operator replaced them
+// meanwhile.
+func (r *run) apply(t connectors.Targets, used []*ReplicaOverride, now float64) (int64, scaling.Decision, []string) {
 	st := r.st
 	if t.Prefill == nil && t.Decode == nil {
 		return 0, scaling.Decision{}, nil
+	}
+	if r.ctx.Err() != nil {
+		return 0, scaling.Decision{}, []string{"planner cancelled: nothing applied"}
+	}
+	source := "planner"
+	if len(used) > 0 {
+		source = "override"
+		// Both pools, one pinned: the other target is the planner's.
+		if t.Prefill != nil && t.Decode != nil && len(used) == 1 {
+			source = "override+planner"
+		}
 	}
 	if st.Config.AppliesNothing() && source == "planner" {
 		if n := len(st.Decisions); n > 0 && st.Decisions[n-1].Status == StatusRecorded && st.Decisions[n-1].Targets.Equal(t) {
 			// The same advice again: the deployment did not move, so it is not a new decision.
 			return 0, scaling.Decision{}, []string{fmt.Sprintf("advice unchanged since decision %d: %s", st.Decisions[n-1].ID, t)}
+		}
+	}
+	// sent records the outcome on the overrides the targets carry, unless an operator
+	// replaced them while the connector was being called.
+	sent := func(errText string) {
+		for _, o := range used {
+			if st.override(ComponentPrefill) == o || st.override(ComponentDecode) == o {
+				o.Applied, o.Error = errText == "", errText
+			}
+		}
+	}
+	var notes []string
+	var outcome virtual.Outcome
+	if st.Virtual != nil {
+		outcome = st.Virtual.Propose(now, t.Prefill, t.Decode, st.AckTimeoutSeconds)
+		switch outcome {
+		case virtual.Unchanged:
+			sent("")
+			return 0, scaling.Decision{}, []string{fmt.Sprintf("virtual decision %d already asks for %s", st.Virtual.Decision.DecisionID, t)}
+		case virtual.AwaitingAcknowledgement:
+			msg := fmt.Sprintf("%s held: virtual decision %d is not acknowledged yet", t, st.Virtual.Decision.DecisionID)
+			sent(msg)
+			return 0, scaling.Decision{}, []string{msg}
 		}
 	}
 	// A planner started again for a deployment continues after the newest decision its
@@ -660,49 +726,36 @@ func (r *run) apply(t connectors.Targets, source string, now float64) (int64, sc
 	id := st.LastDecisionID
 	rec := DecisionRecord{ID: id, At: now, Tick: st.Ticks, Source: source, Targets: t}
 	submitted := scaling.Decision{Prefill: t.Prefill, Decode: t.Decode}
-	var notes []string
-	markOverridesApplied := func() {
-		for _, c := range []string{ComponentPrefill, ComponentDecode} {
-			if o := st.override(c); o != nil && !o.Applied {
-				o.Applied = true
-			}
-		}
-	}
 	switch {
 	case st.Config.Advisory:
 		rec.Status = StatusRecorded
 		notes = append(notes, fmt.Sprintf("advisory: decision %d (%s) recorded, not applied", id, t))
-		markOverridesApplied()
+		sent("")
 		submitted = scaling.Decision{}
 	case st.Virtual != nil:
-		switch st.Virtual.Propose(now, t.Prefill, t.Decode, st.AckTimeoutSeconds) {
-		case virtual.Published, virtual.PublishedAfterTimeout:
-			v := st.Virtual.Decision.DecisionID
-			rec.Status, rec.VirtualDecisionID = StatusPublished, &v
-			notes = append(notes, fmt.Sprintf("decision %d published as virtual decision %d: %s", id, v, t))
-			markOverridesApplied()
-		case virtual.Unchanged:
-			rec.Status = StatusDone
-			markOverridesApplied()
-		case virtual.AwaitingAcknowledgement:
-			rec.Status = StatusHeld
-			notes = append(notes, fmt.Sprintf("decision %d (%s) held: virtual decision %d is not acknowledged yet", id, t, st.Virtual.Decision.DecisionID))
-			submitted = scaling.Decision{}
+		v := st.Virtual.Decision.DecisionID
+		rec.Status, rec.VirtualDecisionID = StatusPublished, &v
+		msg := fmt.Sprintf("decision %d published as virtual decision %d: %s", id, v, t)
+		if outcome == virtual.PublishedAfterTimeout {
+			msg += fmt.Sprintf(" (the previous decision was not acknowledged within %gs)", st.AckTimeoutSeconds)
 		}
+		notes = append(notes, msg)
+		sent("")
 	default:
 		req := ApplyRequest{Deployment: st.Deployment, Environment: st.Config.Environment, DecisionID: id, Targets: t,
 			InitialPrefill: st.InitialPrefill, InitialDecode: st.InitialDecode}
 		if err := r.activity(ActivityApply, "apply "+r.describeMove(t), applyTimeout, 5, req, nil); err != nil {
 			rec.Status, rec.Error = StatusFailed, errorText(err)
 			notes = append(notes, fmt.Sprintf("decision %d (%s) failed: %s", id, t, rec.Error))
+			sent(rec.Error)
 			submitted = scaling.Decision{}
 		} else if st.Config.AppliesNothing() {
 			// The noop connector recorded it; the deployment does not move.
 			rec.Status = StatusRecorded
-			markOverridesApplied()
+			sent("")
 		} else {
 			rec.Status = StatusApplied
-			markOverridesApplied()
+			sent("")
 		}
 	}
 	st.record(rec)

@@ -75,6 +75,9 @@ type ReplicaOverride struct {
 	Forced bool `json:"forced,omitempty"`
 	// Applied is set once the target was sent to the connector.
 	Applied bool `json:"applied,omitempty"`
+	// Error is why the last attempt to apply it failed or was held (retried on the next
+	// scheduled tick).
+	Error string `json:"error,omitempty"`
 }
 
 // Decision statuses.
@@ -85,6 +88,8 @@ const (
 	StatusHeld      = "held"      // not sent: the connector is busy (virtual: unacknowledged)
 	StatusFailed    = "failed"    // the connector refused it or kept failing
 	StatusRecorded  = "recorded"  // advisory: recorded, not applied
+	// StatusSuperseded: a newer decision replaced it before the deployment reached it.
+	StatusSuperseded = "superseded"
 )
 
 // DecisionRecord is one decision sent (or not) to the connector.
@@ -109,14 +114,12 @@ func (d DecisionRecord) sent() bool {
 	return false
 }
 
-// RejectedMessage is an invalid signal (or refused update), kept for the state query.
+// RejectedMessage is an invalid signal, kept for the state query. (Invalid updates are
+// refused by their validators and answered at once; they never reach the state.)
 type RejectedMessage struct {
 	At    float64 `json:"at"`
 	Name  string  `json:"name"`
 	Error string  `json:"error"`
-	// Signal is true for a signal (never applied); false for an update refused by its
-	// handler after validation (rare: validators refuse before history).
-	Signal bool `json:"signal"`
 }
 
 func pushRing[T any](ring []T, v T, limit int) []T {
@@ -127,11 +130,29 @@ func pushRing[T any](ring []T, v T, limit int) []T {
 	return ring
 }
 
-func (s *State) reject(at float64, name string, err error, signal bool) {
-	s.Rejected = pushRing(s.Rejected, RejectedMessage{At: at, Name: name, Error: err.Error(), Signal: signal}, MaxRejected)
+func (s *State) reject(at float64, name string, err error) {
+	s.Rejected = pushRing(s.Rejected, RejectedMessage{At: at, Name: name, Error: err.Error()}, MaxRejected)
+}
+
+// overrideDue reports whether a replica override waits to be applied (and has not just
+// failed: a failed one is retried by the next scheduled tick, not in a loop).
+func (s *State) overrideDue() bool {
+	for _, c := range []string{ComponentPrefill, ComponentDecode} {
+		if o := s.override(c); o != nil && s.hasComponent(c) && !o.Applied && o.Error == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *State) record(r DecisionRecord) {
+	if r.sent() {
+		for i := range s.Decisions {
+			if d := &s.Decisions[i]; d.Status == StatusApplied || d.Status == StatusPublished {
+				d.Status = StatusSuperseded
+			}
+		}
+	}
 	s.Decisions = pushRing(s.Decisions, r, MaxDecisionRecords)
 }
 
@@ -314,7 +335,9 @@ func (s *State) Pause(r DirectionRequest) string {
 	up, down, _ := parseDirection(r.Direction)
 	s.Overrides.PauseScaleUp = s.Overrides.PauseScaleUp || up
 	s.Overrides.PauseScaleDown = s.Overrides.PauseScaleDown || down
-	s.Overrides.PauseReason = r.Reason
+	if r.Reason != "" {
+		s.Overrides.PauseReason = r.Reason
+	}
 	return s.pauseStatus()
 }
 
@@ -451,6 +474,12 @@ func (s *State) ValidateAcknowledge(r AcknowledgeRequest) error {
 func (s *State) Acknowledge(r AcknowledgeRequest) string {
 	if err := s.Virtual.Acknowledge(r.DecisionID, r.ReadyPrefill, r.ReadyDecode); err != nil {
 		return err.Error()
+	}
+	// An override held back for want of this acknowledgement may go now.
+	for _, c := range []string{ComponentPrefill, ComponentDecode} {
+		if o := s.override(c); o != nil && !o.Applied {
+			o.Error = ""
+		}
 	}
 	for i := range s.Decisions {
 		d := &s.Decisions[i]

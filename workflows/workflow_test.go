@@ -1,7 +1,9 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/virtual"
 	"github.com/llmplanner/planner/observe"
 	"github.com/llmplanner/planner/perf"
@@ -214,7 +217,7 @@ func TestOverridesUpdatesAndSignals(t *testing.T) {
 	})
 	h.snapshot(6*time.Second, func(s workflows.StateView) {
 		require.Len(t, s.Rejected, 2)
-		require.Equal(t, workflows.RejectedMessage{At: s.Rejected[0].At, Name: "pause", Error: `direction must be up, down or both, got "sideways"`, Signal: true}, s.Rejected[0])
+		require.Equal(t, workflows.RejectedMessage{At: s.Rejected[0].At, Name: "pause", Error: `direction must be up, down or both, got "sideways"`}, s.Rejected[0])
 		require.Equal(t, "give ttft_ms, itl_ms or both", s.Rejected[1].Error)
 		require.True(t, s.Overrides.PauseScaleDown)
 		require.False(t, s.Overrides.PauseScaleUp)
@@ -545,4 +548,64 @@ func TestStateStaysSmallForAnSLAPlanner(t *testing.T) {
 	t.Logf("state carried across Continue-As-New after %d ticks: %d bytes (%d decisions kept, %d tick records)",
 		next.State.Ticks, size, len(next.State.Decisions), len(next.State.Recent))
 	require.Less(t, size, 128<<10, "the state must stay tens of KB")
+}
+
+func TestMalformedSignalsAreRejectedAndThePlannerGoesOn(t *testing.T) {
+	h := newHarness(t, kvScript())
+	h.at(7*time.Second, func() {
+		h.env.SignalWorkflow(workflows.UpdatePause, map[string]any{"direction": 5})
+		h.env.SignalWorkflow(workflows.UpdateClearOverride, map[string]any{"componet": "decode"})
+		h.env.SignalWorkflow(workflows.UpdateResume, nil)
+	})
+	h.at(8*time.Second, func() {
+		// Updates are decoded just as strictly: a misspelt field is refused, not read as "all".
+		h.expect(workflows.UpdatePause, map[string]any{"directon": "up"}, `unknown field "directon"`, "")
+	})
+	h.snapshot(31*time.Second, func(s workflows.StateView) {
+		require.Len(t, s.Rejected, 3)
+		require.Contains(t, s.Rejected[0].Error, "cannot unmarshal number into Go struct field")
+		require.Contains(t, s.Rejected[1].Error, `unknown field "componet"`)
+		require.Equal(t, "the signal has no input: give a JSON object (--input '{...}')", s.Rejected[2].Error)
+		require.False(t, s.Overrides.PauseScaleUp || s.Overrides.PauseScaleDown)
+		require.GreaterOrEqual(t, s.Ticks, int64(6), "the planner kept ticking")
+	})
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
+		InitialDecode: 1, MaxTicksPerRun: 8,
+	})
+	h.finishedByContinueAsNew()
+	h.verify()
+}
+
+func TestAnOverrideThatArrivesDuringApplyIsAppliedAfterIt(t *testing.T) {
+	h := newHarness(t, kvScript())
+	// The connector takes 3 s to apply: the tick at 5 s sends decode=2 and waits.
+	var applied []string
+	one := 1
+	h.env.OnActivity(workflows.ActivityObserveInventory, mock.Anything, mock.Anything).Return(
+		connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: &one}}, nil)
+	h.env.OnActivity(workflows.ActivityApply, mock.Anything, mock.Anything).After(3 * time.Second).Return(
+		func(_ context.Context, req workflows.ApplyRequest) error {
+			applied = append(applied, fmt.Sprintf("%d:%s", req.DecisionID, req.Targets))
+			return nil
+		})
+	h.at(6*time.Second, func() {
+		h.expect(workflows.UpdateSetReplicas, workflows.SetReplicasRequest{Component: "decode", Replicas: 3, Reason: "mid-apply"}, "", "decode pinned to 3")
+		// Signals sent while the tick waits are applied as they arrive, in order.
+		h.env.SignalWorkflow(workflows.UpdateResume, workflows.DirectionRequest{})
+	})
+	h.at(6*time.Second+time.Millisecond, func() {
+		h.env.SignalWorkflow(workflows.UpdatePause, workflows.DirectionRequest{Direction: "down"})
+	})
+	h.snapshot(12*time.Second, func(s workflows.StateView) {
+		require.True(t, s.Overrides.Decode.Applied)
+		require.True(t, s.Overrides.PauseScaleDown, "resume then pause: paused")
+	})
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvKubernetes),
+		InitialDecode: 1, MaxTicksPerRun: 4,
+	})
+	h.finishedByContinueAsNew()
+	h.verify()
+	require.Equal(t, []string{"1:decode=2", "2:decode=3"}, applied[:2], "the override was sent after the planner's decision, not marked applied with it")
 }

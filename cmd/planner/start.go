@@ -58,6 +58,13 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if !workflows.SupportedEnvironment(cfg.Environment) {
+		return fmt.Errorf("environment %q has no connector in this build yet (supported: %s); the planner would only log that it cannot read the deployment",
+			cfg.Environment, strings.Join(workflows.SupportedEnvironments, ", "))
+	}
+	if *ackTimeout <= 0 {
+		return fmt.Errorf("--ack-timeout must be positive, got %s", *ackTimeout)
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}

@@ -47,26 +47,27 @@ type Journaled struct {
 	path string
 }
 
-// Apply records the decision in memory and in the journal.
-func (j *Journaled) Apply(ctx context.Context, id int64, t connectors.Targets) error {
-	before := len(j.Recorded())
-	if err := j.Connector.Apply(ctx, id, t); err != nil {
-		return err
-	}
-	if len(j.Recorded()) == before {
-		return nil // the same decision again: already journaled
-	}
-	line, err := json.Marshal(Applied{DecisionID: id, Targets: t})
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("noop journal: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("noop journal: %w", err)
-	}
-	return f.Sync()
+// Apply records the decision in the journal (fsynced) and then in memory, so a decision is
+// never taken as applied unless it is on disk: an apply retried after a failed write writes
+// it then.
+func (j *Journaled) Apply(_ context.Context, id int64, t connectors.Targets) error {
+	return j.apply(id, t, func() error {
+		line, err := json.Marshal(Applied{DecisionID: id, Targets: t})
+		if err != nil {
+			return err
+		}
+		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("noop journal: %w", err)
+		}
+		if _, err := f.Write(append(line, '\n')); err != nil {
+			f.Close()
+			return fmt.Errorf("noop journal: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("noop journal: %w", err)
+		}
+		return f.Close()
+	})
 }

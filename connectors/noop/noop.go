@@ -40,6 +40,12 @@ func (c *Connector) Inventory(context.Context) (connectors.Inventory, error) {
 
 // Apply records the decision; the newest id again is a no-op, an older one is stale.
 func (c *Connector) Apply(_ context.Context, id int64, t connectors.Targets) error {
+	return c.apply(id, t, nil)
+}
+
+// apply checks and records a decision; persist, when given, runs first (under the lock) and
+// the decision is recorded only if it succeeds.
+func (c *Connector) apply(id int64, t connectors.Targets, persist func() error) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", connectors.ErrInvalidTargets, err)
 	}
@@ -52,6 +58,11 @@ func (c *Connector) Apply(_ context.Context, id int64, t connectors.Targets) err
 			return nil
 		case id < last:
 			return fmt.Errorf("%w: decision %d, newest %d", connectors.ErrStaleDecision, id, last)
+		}
+	}
+	if persist != nil {
+		if err := persist(); err != nil {
+			return err
 		}
 	}
 	c.applied = append(c.applied, Applied{DecisionID: id, Targets: t})

@@ -3,13 +3,15 @@ package noop
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/connectortest"
 	"github.com/llmplanner/planner/scaling"
-	"github.com/stretchr/testify/require"
 )
 
 func one() *int { v := 1; return &v }
@@ -58,4 +60,20 @@ func TestJournalSurvivesRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("{\n"), 0o600))
 	_, err = Open(path, inv)
 	require.ErrorContains(t, err, "journal.jsonl:1")
+}
+
+func TestJournalWriteFailureIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "j.jsonl")
+	j, err := Open(path, connectors.Inventory{})
+	require.NoError(t, err)
+	two := 2
+	// The directory does not exist yet: the write fails and nothing is recorded.
+	require.ErrorContains(t, j.Apply(context.Background(), 1, connectors.Targets{Decode: &two}), "noop journal")
+	require.Empty(t, j.Recorded())
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, j.Apply(context.Background(), 1, connectors.Targets{Decode: &two}), "the retry writes it")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, `{"decision_id":1,"targets":{"decode":2}}`+"\n", string(data))
 }
