@@ -107,6 +107,9 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 	code, _, errOut = start("-f", `{"mode": "disagg", "environment": "noop", "optimization_target": "throughput"}`, "--deployment", "prod/llama")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "mode cannot change on a running planner (decode -> disagg)")
+	code, _, errOut = start("-f", `{"mode": "decode"}`, "--deployment", "prod/k8s")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `environment "kubernetes" has no connector in this build yet (supported: noop, virtual)`)
 	code, _, errOut = start("-f", "testdata/threshold-noop.yaml", "--deployment", "prod")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `--deployment "prod": want <namespace>/<name>`)
@@ -138,6 +141,10 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 		"--input", `{"component": "decode", "replicas": 12}`)
 	require.Error(t, err)
 	require.Contains(t, out, "12 decode replicas would use 12 GPUs in all, over the budget of 8 (set force to override)")
+	out, err = temporalCLI(t, srv, "workflow", "update", "execute", "--workflow-id", id, "--name", "set_replicas",
+		"--input", `{"component": "decode", "replica": 2}`)
+	require.Error(t, err)
+	require.Contains(t, out, `unknown field \"replica\"`)
 	out, err = temporalCLI(t, srv, "workflow", "update", "execute", "--workflow-id", id, "--name", "set_replicas",
 		"--input", `{"component": "decode", "replicas": 3, "ttl_seconds": 600, "reason": "runbook test"}`)
 	require.NoError(t, err, out)
