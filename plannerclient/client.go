@@ -141,7 +141,7 @@ func (p *Client) Wait(ctx context.Context, after int64) (virtual.Decision, error
 			// as new): ask again.
 		case ctx.Err() != nil:
 			return virtual.Decision{}, ctx.Err()
-		case transient(err):
+		case Transient(err):
 			if running, derr := p.running(ctx); derr == nil && !running {
 				return virtual.Decision{}, fmt.Errorf("%s is not running: %w", p.id, err)
 			}
@@ -156,9 +156,9 @@ func (p *Client) Wait(ctx context.Context, after int64) (virtual.Decision, error
 	}
 }
 
-// transient reports errors worth retrying: the run closed under the update while continuing
-// as new, or the server was briefly unavailable.
-func transient(err error) bool {
+// Transient reports errors worth retrying: the run closed under the request while
+// continuing as new, or the server was briefly unavailable.
+func Transient(err error) bool {
 	var notFound *serviceerror.NotFound
 	var unavailable *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded

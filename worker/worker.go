@@ -69,10 +69,6 @@ type Options struct {
 	Activities *activities.Activities
 	// Logger receives the worker's and the SDK's logs (slog.Default when nil).
 	Logger *slog.Logger
-	// Client, when set, is used instead of dialling from the environment (it is not closed).
-	Client client.Client
-	// Ready, when set, receives the HTTP listener's address once the worker polls.
-	Ready chan<- string
 }
 
 // Register puts the planner workflow and its activities on a worker.
@@ -105,30 +101,27 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	c := o.Client
-	if c == nil {
-		opts, err := ClientOptions(logger, metrics.SDK)
-		if err != nil {
-			return err
-		}
-		if c, err = Dial(ctx, opts); err != nil {
-			return err
-		}
-		defer c.Close()
-		logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
+	opts, err := ClientOptions(logger, metrics.SDK)
+	if err != nil {
+		return err
 	}
+	c, err := Dial(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
 
 	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{})
 	Register(w, o.Activities)
 
 	var srv *http.Server
-	addr := ""
 	if o.MetricsAddress != "" {
 		ln, err := net.Listen("tcp", o.MetricsAddress)
 		if err != nil {
 			return fmt.Errorf("metrics address %s: %w", o.MetricsAddress, err)
 		}
-		addr = ln.Addr().String()
+		addr := ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
 		mux.HandleFunc("/healthz", health(c))
@@ -144,9 +137,6 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("start worker on task queue %q: %w", o.TaskQueue, err)
 	}
 	logger.Info("planner worker polling", "task_queue", o.TaskQueue)
-	if o.Ready != nil {
-		o.Ready <- addr
-	}
 	<-ctx.Done()
 	logger.Info("stopping the worker")
 	w.Stop()

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ type run struct {
 	st      *State
 	in      Input
 	logger  log.Logger
-	signals []workflow.ReceiveChannel
+	signals []signalChannel
 	// draining is set before Continue-As-New: blocked wait_decision calls return.
 	draining  bool
 	ticksHere int
@@ -120,79 +121,99 @@ func (r *run) register() error {
 			return err
 		}
 	}
-	updates := []struct {
-		name, desc string
-		handler    any
-		validator  any
-	}{
-		{UpdateSetReplicas, "pin a component's replicas for a time",
-			func(_ workflow.Context, q SetReplicasRequest) (Result, error) {
-				return Result{st.SetReplicas(r.now(), q)}, nil
-			}, func(_ workflow.Context, q SetReplicasRequest) error { return invalid(st.ValidateSetReplicas(q)) }},
-		{UpdateClearOverride, "remove replica overrides",
-			func(_ workflow.Context, q ClearOverrideRequest) (Result, error) {
-				return Result{st.ClearOverride(q)}, nil
-			},
-			func(_ workflow.Context, q ClearOverrideRequest) error { return invalid(st.ValidateClearOverride(q)) }},
-		{UpdatePause, "pause scale-up, scale-down or both",
-			func(_ workflow.Context, q DirectionRequest) (Result, error) { return Result{st.Pause(q)}, nil },
-			func(_ workflow.Context, q DirectionRequest) error { return invalid(ValidateDirection(q)) }},
-		{UpdateResume, "resume scale-up, scale-down or both",
-			func(_ workflow.Context, q DirectionRequest) (Result, error) { return Result{st.Resume(q)}, nil },
-			func(_ workflow.Context, q DirectionRequest) error { return invalid(ValidateDirection(q)) }},
-		{UpdateSetSLA, "change the TTFT and ITL targets",
-			func(_ workflow.Context, q SetSLARequest) (Result, error) { return Result{st.SetSLA(q)}, nil },
-			func(_ workflow.Context, q SetSLARequest) error { return invalid(st.ValidateSetSLA(q)) }},
-		{UpdateSetLimits, "change the minimum endpoints and GPU budgets",
-			func(_ workflow.Context, q SetLimitsRequest) (Result, error) { return Result{st.SetLimits(q)}, nil },
-			func(_ workflow.Context, q SetLimitsRequest) error { return invalid(st.ValidateSetLimits(q)) }},
-		{UpdateAcknowledge, "acknowledge a virtual decision",
-			func(_ workflow.Context, q AcknowledgeRequest) (Result, error) { return Result{st.Acknowledge(q)}, nil },
-			func(_ workflow.Context, q AcknowledgeRequest) error { return invalid(st.ValidateAcknowledge(q)) }},
-		{UpdateConfig, "replace the configuration",
-			func(_ workflow.Context, q ConfigRequest) (Result, error) { return Result{st.SetConfig(q)}, nil },
-			func(_ workflow.Context, q ConfigRequest) error { return invalid(st.ValidateConfig(q)) }},
-		{UpdateWaitDecision, "wait (up to a minute) for a virtual decision other than after_decision_id",
-			func(ctx workflow.Context, q WaitDecisionRequest) (virtual.Decision, error) {
-				// A lower id than asked for also answers: the planner was started again and
-				// its virtual decision ids began anew.
-				_, err := workflow.AwaitWithTimeout(ctx, waitDecisionSpan, func() bool {
-					return r.draining || st.Virtual.Decision.DecisionID != q.AfterDecisionID
-				})
-				if err != nil {
-					return virtual.Decision{}, err
-				}
-				return st.Virtual.Decision, nil
-			}, func(_ workflow.Context, q WaitDecisionRequest) error {
+	controls := []control{
+		newControl(UpdateSetReplicas, "pin a component's replicas for a time", st.ValidateSetReplicas,
+			func(q SetReplicasRequest) string { return st.SetReplicas(r.now(), q) }),
+		newControl(UpdateClearOverride, "remove replica overrides", st.ValidateClearOverride, st.ClearOverride),
+		newControl(UpdatePause, "pause scale-up, scale-down or both", ValidateDirection, st.Pause),
+		newControl(UpdateResume, "resume scale-up, scale-down or both", ValidateDirection, st.Resume),
+		newControl(UpdateSetSLA, "change the TTFT and ITL targets", st.ValidateSetSLA, st.SetSLA),
+		newControl(UpdateSetLimits, "change the minimum endpoints and GPU budgets", st.ValidateSetLimits, st.SetLimits),
+		newControl(UpdateAcknowledge, "acknowledge a virtual decision", st.ValidateAcknowledge, st.Acknowledge),
+		newControl(UpdateConfig, "replace the configuration", st.ValidateConfig, st.SetConfig),
+	}
+	for _, c := range controls {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, c.name, c.handler, workflow.UpdateHandlerOptions{Validator: c.validator, Description: c.desc}); err != nil {
+			return err
+		}
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateWaitDecision,
+		func(ctx workflow.Context, q WaitDecisionRequest) (virtual.Decision, error) {
+			// A lower id than asked for also answers: the planner was started again and its
+			// virtual decision ids began anew.
+			_, err := workflow.AwaitWithTimeout(ctx, waitDecisionSpan, func() bool {
+				return r.draining || st.Virtual.Decision.DecisionID != q.AfterDecisionID
+			})
+			if err != nil {
+				return virtual.Decision{}, err
+			}
+			return st.Virtual.Decision, nil
+		}, workflow.UpdateHandlerOptions{
+			Description: "wait (up to a minute) for a virtual decision other than after_decision_id",
+			Validator: func(_ workflow.Context, q WaitDecisionRequest) error {
 				if st.Virtual == nil {
 					return invalid(fmt.Errorf("environment %q publishes no virtual decisions", st.Config.Environment))
 				}
 				return nil
-			}},
+			}})
+	if err != nil {
+		return err
 	}
-	for _, u := range updates {
-		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator, Description: u.desc}); err != nil {
-			return err
+	// The signals are the same controls. Each signal channel has its own coroutine, so a
+	// signal is applied in the workflow task that delivers it, whatever the main loop waits for.
+	for _, c := range controls {
+		if !slices.Contains(SignalNames, c.name) {
+			continue
 		}
-	}
-	// Each signal channel has its own coroutine, so a signal is applied in the workflow task
-	// that delivers it, whatever the main loop is waiting for.
-	for _, name := range SignalNames {
-		ch := workflow.GetSignalChannelWithOptions(ctx, name, workflow.SignalChannelOptions{
-			Description: "the " + name + " update as a signal: invalid payloads are recorded as rejected, never applied",
+		ch := workflow.GetSignalChannelWithOptions(ctx, c.name, workflow.SignalChannelOptions{
+			Description: "the " + c.name + " update as a signal: invalid payloads are recorded as rejected, never applied",
 		})
-		r.signals = append(r.signals, ch)
+		sc := signalChannel{ch: ch, control: c}
+		r.signals = append(r.signals, sc)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
 				// A RawValue always decodes, so a malformed payload cannot be dropped
 				// silently by the SDK: handleSignal decodes it and records the error.
 				var raw converter.RawValue
 				ch.Receive(ctx, &raw)
-				r.handleSignal(name, raw)
+				r.handleSignal(sc.control, raw)
 			}
 		})
 	}
 	return nil
+}
+
+// control is one operator message, served as an update and as a signal from one validation
+// and one application, so the two can never disagree.
+type control struct {
+	name, desc         string
+	handler, validator any
+	// signal decodes a signal's payload strictly, validates and applies it.
+	signal func(raw converter.RawValue) (string, error)
+}
+
+func newControl[T any](name, desc string, validate func(T) error, apply func(T) string) control {
+	return control{
+		name: name, desc: desc,
+		handler:   func(_ workflow.Context, q T) (Result, error) { return Result{apply(q)}, nil },
+		validator: func(_ workflow.Context, q T) error { return invalid(validate(q)) },
+		signal: func(raw converter.RawValue) (string, error) {
+			var q T
+			if err := decodeSignal(raw, &q); err != nil {
+				return "", err
+			}
+			if err := validate(q); err != nil {
+				return "", err
+			}
+			return apply(q), nil
+		},
+	}
+}
+
+// signalChannel is a signal's channel and the control it carries.
+type signalChannel struct {
+	ch      workflow.ReceiveChannel
+	control control
 }
 
 // invalid turns a validator's error into a non-retryable application error, so clients
@@ -206,78 +227,14 @@ func invalid(err error) error {
 
 // handleSignal decodes, validates and applies one signal; an invalid one is recorded as
 // rejected and changes nothing.
-func (r *run) handleSignal(name string, raw converter.RawValue) {
-	st := r.st
-	var msg string
-	err := func() error {
-		switch name {
-		case UpdateSetReplicas:
-			var q SetReplicasRequest
-			if err := decodeSignal(raw, &q); err != nil {
-				return err
-			}
-			if err := st.ValidateSetReplicas(q); err != nil {
-				return err
-			}
-			msg = st.SetReplicas(r.now(), q)
-		case UpdateClearOverride:
-			var q ClearOverrideRequest
-			if err := decodeSignal(raw, &q); err != nil {
-				return err
-			}
-			if err := st.ValidateClearOverride(q); err != nil {
-				return err
-			}
-			msg = st.ClearOverride(q)
-		case UpdatePause, UpdateResume:
-			var q DirectionRequest
-			if err := decodeSignal(raw, &q); err != nil {
-				return err
-			}
-			if err := ValidateDirection(q); err != nil {
-				return err
-			}
-			if name == UpdatePause {
-				msg = st.Pause(q)
-			} else {
-				msg = st.Resume(q)
-			}
-		case UpdateSetSLA:
-			var q SetSLARequest
-			if err := decodeSignal(raw, &q); err != nil {
-				return err
-			}
-			if err := st.ValidateSetSLA(q); err != nil {
-				return err
-			}
-			msg = st.SetSLA(q)
-		case UpdateSetLimits:
-			var q SetLimitsRequest
-			if err := decodeSignal(raw, &q); err != nil {
-				return err
-			}
-			if err := st.ValidateSetLimits(q); err != nil {
-				return err
-			}
-			msg = st.SetLimits(q)
-		case UpdateAcknowledge:
-			var q AcknowledgeRequest
-			if err := decodeSignal(raw, &q); err != nil {
-				return err
-			}
-			if err := st.ValidateAcknowledge(q); err != nil {
-				return err
-			}
-			msg = st.Acknowledge(q)
-		}
-		return nil
-	}()
+func (r *run) handleSignal(c control, raw converter.RawValue) {
+	msg, err := c.signal(raw)
 	if err != nil {
-		st.reject(r.now(), name, err)
-		r.logger.Warn("signal rejected", "signal", name, "error", err)
+		r.st.reject(r.now(), c.name, err)
+		r.logger.Warn("signal rejected", "signal", c.name, "error", err)
 		return
 	}
-	r.logger.Info("signal applied", "signal", name, "result", msg)
+	r.logger.Info("signal applied", "signal", c.name, "result", msg)
 }
 
 // decodeSignal decodes a signal's JSON payload strictly: no payload, another encoding,
@@ -299,13 +256,13 @@ func decodeSignal(raw converter.RawValue, v any) error {
 // drainSignals applies every signal buffered but not yet received, without blocking (before
 // Continue-As-New, so none is lost).
 func (r *run) drainSignals() {
-	for _, ch := range r.signals {
+	for _, sc := range r.signals {
 		for {
 			var raw converter.RawValue
-			if !ch.ReceiveAsync(&raw) {
+			if !sc.ch.ReceiveAsync(&raw) {
 				break
 			}
-			r.handleSignal(ch.Name(), raw)
+			r.handleSignal(sc.control, raw)
 		}
 	}
 }

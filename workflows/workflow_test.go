@@ -110,12 +110,20 @@ func (h *harness) update(name string, arg any, then func(workflows.Result, error
 
 func (h *harness) at(d time.Duration, f func()) { h.env.RegisterDelayedCallback(f, d) }
 
-// finishedByContinueAsNew asserts the run ended by Continue-As-New (MaxTicksPerRun).
-func (h *harness) finishedByContinueAsNew() {
+// finishedByContinueAsNew asserts the run ended by Continue-As-New (MaxTicksPerRun) and
+// returns the input it carries to the next run and that input's payload size in bytes.
+func (h *harness) finishedByContinueAsNew() (workflows.Input, int) {
 	h.t.Helper()
 	require.True(h.t, h.env.IsWorkflowCompleted(), "workflow did not complete: %v", h.env.GetWorkflowError())
 	var can *workflow.ContinueAsNewError
 	require.True(h.t, errors.As(h.env.GetWorkflowError(), &can), "want Continue-As-New, got %v", h.env.GetWorkflowError())
+	var next workflows.Input
+	require.NoError(h.t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next), "the Continue-As-New input decodes")
+	size := 0
+	for _, p := range can.Input.GetPayloads() {
+		size += len(p.GetData())
+	}
+	return next, size
 }
 
 // expect sends an update and records a check of its outcome: an error containing wantErr,
@@ -287,19 +295,11 @@ func TestStateCarriesAcrossContinueAsNew(t *testing.T) {
 		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
 		InitialDecode: 1, MaxTicksPerRun: 3,
 	})
-	h.finishedByContinueAsNew()
-	var can *workflow.ContinueAsNewError
-	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
-	var next workflows.Input
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next), "the Continue-As-New input decodes")
+	next, _ := h.finishedByContinueAsNew()
 
 	h2 := newHarness(t, kvScript())
 	h2.env.ExecuteWorkflow(workflows.WorkflowName, next)
-	h2.finishedByContinueAsNew()
-	var can2 *workflow.ContinueAsNewError
-	require.True(t, errors.As(h2.env.GetWorkflowError(), &can2))
-	var after workflows.Input
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can2.Input, &after))
+	after, _ := h2.finishedByContinueAsNew()
 	require.Equal(t, int64(6), after.State.Ticks, "ticks continue across runs")
 	require.Equal(t, 2, after.State.Runs, "the first run is 1, the continued one 2")
 	require.NotNil(t, after.State.Core)
@@ -415,11 +415,7 @@ func TestAdvisoryRecordsButDoesNotHold(t *testing.T) {
 	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
 		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: c, InitialDecode: 1, MaxTicksPerRun: 3,
 	})
-	h.finishedByContinueAsNew()
-	var can *workflow.ContinueAsNewError
-	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
-	var next workflows.Input
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	next, _ := h.finishedByContinueAsNew()
 	// Every tick sees 110% KV on the unchanged single engine and gives the same advice: one
 	// decision, then "unchanged" notes; no pending-desired memory turns it into
 	// scaling_in_progress.
@@ -448,10 +444,7 @@ func tickTimes(recs []workflows.TickRecord) []float64 {
 // diagnosticsFromCAN returns the tick records carried by the run's Continue-As-New.
 func (h *harness) diagnosticsFromCAN() []workflows.TickRecord {
 	h.t.Helper()
-	var can *workflow.ContinueAsNewError
-	require.True(h.t, errors.As(h.env.GetWorkflowError(), &can))
-	var next workflows.Input
-	require.NoError(h.t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	next, _ := h.finishedByContinueAsNew()
 	return next.State.Recent
 }
 
@@ -486,10 +479,7 @@ func TestARestartedPlannerContinuesAfterTheConnectorsNewestDecision(t *testing.T
 		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
 		InitialDecode: 1, MaxTicksPerRun: 1,
 	})
-	var can *workflow.ContinueAsNewError
-	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
-	var next workflows.Input
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	next, _ := h.finishedByContinueAsNew()
 	require.Len(t, next.State.Decisions, 1)
 	require.Equal(t, int64(8), next.State.Decisions[0].ID)
 	require.Equal(t, workflows.StatusRecorded, next.State.Decisions[0].Status, "not refused as stale")
@@ -532,15 +522,7 @@ func TestStateStaysSmallForAnSLAPlanner(t *testing.T) {
 		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: c,
 		InitialPrefill: 2, InitialDecode: 2, MaxTicksPerRun: 120,
 	})
-	h.finishedByContinueAsNew()
-	var can *workflow.ContinueAsNewError
-	require.True(t, errors.As(h.env.GetWorkflowError(), &can))
-	size := 0
-	for _, p := range can.Input.GetPayloads() {
-		size += len(p.GetData())
-	}
-	var next workflows.Input
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	next, size := h.finishedByContinueAsNew()
 	require.Equal(t, int64(120), next.State.Ticks)
 	require.NotNil(t, next.State.Core.Models.Decode)
 	last := next.State.Recent[len(next.State.Recent)-1]

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/llmplanner/planner/config"
@@ -145,13 +142,6 @@ type orchestrator struct {
 	completeErrors []string
 }
 
-func transientErr(err error) bool {
-	var unavailable *serviceerror.Unavailable
-	var deadline *serviceerror.DeadlineExceeded
-	return errors.As(err, &unavailable) || errors.As(err, &deadline) || strings.Contains(err.Error(), "connection refused") ||
-		strings.Contains(err.Error(), "Unavailable")
-}
-
 func (o *orchestrator) run(ctx context.Context, pc *plannerclient.Client) {
 	after := int64(virtual.Unset)
 	seen := map[int64]bool{}
@@ -161,7 +151,7 @@ func (o *orchestrator) run(ctx context.Context, pc *plannerclient.Client) {
 			if ctx.Err() != nil {
 				return
 			}
-			if transientErr(err) {
+			if plannerclient.Transient(err) {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
@@ -187,7 +177,7 @@ func (o *orchestrator) run(ctx context.Context, pc *plannerclient.Client) {
 			if err == nil || ctx.Err() != nil {
 				break
 			}
-			if !transientErr(err) {
+			if !plannerclient.Transient(err) {
 				o.mu.Lock()
 				o.err = err
 				o.mu.Unlock()
@@ -201,13 +191,11 @@ func (o *orchestrator) run(ctx context.Context, pc *plannerclient.Client) {
 
 // deployment is one run's planners and orchestrators.
 type deployment struct {
-	name     string
-	srv      *temporaltest.Server
-	virt     *plannerclient.Client
-	noop     *plannerclient.Client
-	orch     *orchestrator
-	journal  string
-	noopDepl workflows.Deployment
+	name string
+	srv  *temporaltest.Server
+	virt *plannerclient.Client
+	noop *plannerclient.Client
+	orch *orchestrator
 	// firstRuns are the first run ids of the virtual and noop planners.
 	firstRuns []string
 }
@@ -219,9 +207,9 @@ func durabilityConfig(env config.Environment) config.Config {
 	return c
 }
 
-func startDeployment(t *testing.T, ctx context.Context, name string, srv *temporaltest.Server, virtualQueue, noopQueue, journal string) *deployment {
+func startDeployment(t *testing.T, ctx context.Context, name string, srv *temporaltest.Server, virtualQueue, noopQueue string) *deployment {
 	c := srv.Client()
-	d := &deployment{name: name, srv: srv, orch: &orchestrator{}, journal: journal}
+	d := &deployment{name: name, srv: srv, orch: &orchestrator{}}
 	for _, env := range []config.Environment{config.EnvVirtual, config.EnvNoop} {
 		dep := workflows.Deployment{Namespace: "durability", Name: string(env)}
 		queue := virtualQueue
@@ -235,7 +223,7 @@ func startDeployment(t *testing.T, ctx context.Context, name string, srv *tempor
 		if env == config.EnvVirtual {
 			d.virt = plannerclient.New(c, dep)
 		} else {
-			d.noop, d.noopDepl = plannerclient.New(c, dep), dep
+			d.noop = plannerclient.New(c, dep)
 		}
 	}
 	return d
@@ -326,8 +314,8 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 	faultyVirtual := startWorkerProc(t, bin, faultySrv.HostPort, "faulty-virtual", script, faultyJournal, "decide@3,decide@11")
 	faultyNoop := startWorkerProc(t, bin, faultySrv.HostPort, "faulty-noop", script, faultyJournal, "apply@1,decide@6")
 
-	steady := startDeployment(t, ctx, "steady", steadySrv, "steady", "steady", steadyJournal)
-	crashed := startDeployment(t, ctx, "faulty", faultySrv, "faulty-virtual", "faulty-noop", faultyJournal)
+	steady := startDeployment(t, ctx, "steady", steadySrv, "steady", "steady")
+	crashed := startDeployment(t, ctx, "faulty", faultySrv, "faulty-virtual", "faulty-noop")
 	orchCtx, stopOrch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, d := range []*deployment{steady, crashed} {
