@@ -1,8 +1,14 @@
-// Package observe reads the world for the planner: traffic, per-engine Forward Pass Metrics
-// and (for tests and demos) scripted observations. It is pure of Temporal; the activities
-// package adapts it.
+// Package observe reads the world for the planner: the frontend's traffic, the engines'
+// Forward Pass Metrics, and (for tests and examples) scripted observations. It is pure of
+// Temporal; the activities package adapts it.
 //
-// This issue's source is Script: observations keyed by tick number, for deterministic runs
-// (the durability test, examples). The Prometheus traffic client and the ZeroMQ FPM
-// subscriber arrive with the simulated deployment.
+//   - FPM: DecodeFPM/AppendFPM are the wire codec (msgspec's msgpack map form, and the
+//     positional form), FPMStore keeps the latest message per (worker_id, dp_rank) and a
+//     bounded sample for the regression, and Subscriber reads the engines' ZeroMQ PUB
+//     sockets into a store (Dynamo's §8 transport: 3 frames, 1 s idle heartbeat).
+//   - Traffic: TrafficSource is what the throughput loop reads. PrometheusTraffic issues
+//     Dynamo's frontend queries to a Prometheus server; ScrapeTraffic reads the frontend's
+//     /metrics directly and computes window deltas, for setups without Prometheus.
+//   - Script: observations keyed by tick number, for deterministic runs (the durability
+//     test, examples).
 package observe

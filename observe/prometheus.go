@@ -1,0 +1,299 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	"github.com/prometheus/common/model"
+
+	"github.com/llmplanner/planner/scaling"
+)
+
+// DefaultPrometheusTimeout bounds one Prometheus query (Dynamo's request_timeout_seconds).
+const DefaultPrometheusTimeout = 10 * time.Second
+
+// PrometheusOptions configure PrometheusTraffic.
+type PrometheusOptions struct {
+	// URL is the Prometheus server's base URL (http or https), e.g. http://prometheus:9090.
+	URL string
+	// Model is the served model; it is compared lower-case (Dynamo's frontend lower-cases its
+	// model label).
+	Model string
+	// Namespace is the Dynamo namespace (the dynamo_namespace label), compared as is.
+	Namespace string
+	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
+	BearerToken string
+	// BearerTokenFile, when set, is read before every query (rotating Kubernetes service
+	// account tokens) and takes precedence over BearerToken.
+	BearerTokenFile string
+	// ExtraQueryParams are added to every query request's URL (e.g. Thanos' dedup=true).
+	ExtraQueryParams map[string]string
+	// Timeout bounds each query (default DefaultPrometheusTimeout).
+	Timeout time.Duration
+	// Transport is the base HTTP transport, for a custom CA bundle or TLS settings (default
+	// api.DefaultRoundTripper).
+	Transport http.RoundTripper
+	// Now is the evaluation time of the queries (default time.Now); tests and replays pin it.
+	Now func() time.Time
+	// Logger receives warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// PrometheusTraffic reads the frontend traffic from Prometheus with Dynamo's frontend queries
+// (§9.1). It is safe for concurrent use.
+type PrometheusTraffic struct {
+	o              PrometheusOptions
+	client         api.Client
+	warnedFallback atomic.Bool
+}
+
+var _ TrafficSource = (*PrometheusTraffic)(nil)
+
+// NewPrometheusTraffic validates opts and builds the client; it does not contact the server.
+func NewPrometheusTraffic(opts PrometheusOptions) (*PrometheusTraffic, error) {
+	u, err := url.Parse(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus traffic: url %q: %w", opts.URL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("prometheus traffic: url %q: want http(s)://host[:port]", opts.URL)
+	}
+	if opts.Model == "" || opts.Namespace == "" {
+		return nil, fmt.Errorf("prometheus traffic: model (%q) and namespace (%q) are required", opts.Model, opts.Namespace)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultPrometheusTimeout
+	}
+	if opts.Transport == nil {
+		opts.Transport = api.DefaultRoundTripper
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	rt := &authTransport{base: opts.Transport, token: opts.BearerToken, tokenFile: opts.BearerTokenFile, params: opts.ExtraQueryParams}
+	client, err := api.NewClient(api.Config{Address: opts.URL, Client: &http.Client{Transport: rt, Timeout: opts.Timeout}})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus traffic: client for %s: %w", opts.URL, err)
+	}
+	return &PrometheusTraffic{o: opts, client: client}, nil
+}
+
+// Traffic reads the window's request count and, unless it is unreadable or zero, the five
+// histogram means (see TrafficSource). The window is truncated to whole seconds, as in
+// Dynamo's "{int(seconds)}s"; DurationS is the truncated window.
+//
+// The count is sum(increase(dynamo_frontend_requests_started_total{…}[W])), falling back to
+// dynamo_frontend_requests_total (completed requests, which under-counts a queueing
+// deployment) when the former has no series. Both missing (e.g. a wrong model or namespace,
+// or Prometheus not scraping the frontend) is an error with NumReq nil: an absent series is
+// not evidence of zero demand.
+func (p *PrometheusTraffic) Traffic(ctx context.Context, window time.Duration) (*scaling.TrafficObservation, error) {
+	if err := validWindow(window); err != nil {
+		return &scaling.TrafficObservation{DurationS: window.Seconds()}, fmt.Errorf("prometheus traffic: %w", err)
+	}
+	window = window.Truncate(time.Second)
+	obs := &scaling.TrafficObservation{DurationS: window.Seconds()}
+	at := p.o.Now()
+
+	n, err := p.count(ctx, window, at)
+	if err != nil {
+		return obs, err
+	}
+	obs.NumReq = &n
+	if n == 0 {
+		return obs, nil
+	}
+
+	var wg sync.WaitGroup
+	for _, m := range trafficMeans {
+		wg.Go(func() {
+			q := meanQuery(m.metric, p.o.Model, p.o.Namespace, window)
+			v, ok, err := p.scalar(ctx, q, at)
+			switch {
+			case err != nil:
+				p.o.Logger.Warn("prometheus traffic: mean unreadable", "metric", m.metric, "err", err)
+			case !ok:
+				p.o.Logger.Debug("prometheus traffic: no data for mean", "metric", m.metric, "query", q)
+			default:
+				if f := finite(v * m.scale); f != nil {
+					*m.field(obs) = f
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return obs, nil
+}
+
+// count reads the request count: requests_started_total, else requests_total.
+func (p *PrometheusTraffic) count(ctx context.Context, window time.Duration, at time.Time) (float64, error) {
+	for i, counter := range []string{metricRequestsStarted, metricRequestsTotal} {
+		q := countQuery(counter, p.o.Model, p.o.Namespace, window)
+		v, ok, err := p.scalar(ctx, q, at)
+		if err != nil {
+			return 0, fmt.Errorf("prometheus traffic: request count unreadable: %w", err)
+		}
+		if ok {
+			if i > 0 && !p.warnedFallback.Swap(true) {
+				p.o.Logger.Warn("prometheus traffic: no "+metricRequestsStarted+" series; counting completed requests from "+
+					metricRequestsTotal+", which under-counts demand while requests queue", "model", p.o.Model, "namespace", p.o.Namespace)
+			}
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("prometheus traffic: request count unreadable: neither %s nor %s has a series with model=%q dynamo_namespace=%q in %s at %s "+
+		"(is Prometheus scraping the frontend, are the model and namespace right, has the window at least two samples?)",
+		metricRequestsStarted, metricRequestsTotal, strings.ToLower(p.o.Model), p.o.Namespace, p.o.URL, windowString(window))
+}
+
+// scalar evaluates q at at and returns its single value; ok is false when the result has no
+// series or its value is NaN.
+func (p *PrometheusTraffic) scalar(ctx context.Context, q string, at time.Time) (v float64, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	vec, warnings, err := instantQuery(ctx, p.client, q, at, p.o.Timeout)
+	if err != nil {
+		return 0, false, fmt.Errorf("query `%s` on %s: %w", q, p.o.URL, err)
+	}
+	if len(warnings) > 0 {
+		p.o.Logger.Warn("prometheus traffic: query warnings", "query", q, "warnings", warnings)
+	}
+	switch len(vec) {
+	case 0:
+		return 0, false, nil
+	case 1:
+		f := finite(float64(vec[0].Value))
+		if f == nil {
+			return 0, false, nil
+		}
+		return *f, true, nil
+	default:
+		return 0, false, fmt.Errorf("query `%s` on %s: %d series, want at most 1: %v", q, p.o.URL, len(vec), vec)
+	}
+}
+
+// selector is the frontend label matcher: the model lower-cased, the namespace as is.
+func selector(model, namespace string) string {
+	return fmt.Sprintf(`{model="%s",dynamo_namespace="%s"}`, escapeLabelValue(strings.ToLower(model)), escapeLabelValue(namespace))
+}
+
+// escapeLabelValue escapes a PromQL double-quoted string.
+func escapeLabelValue(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
+
+// meanQuery is §9.1's histogram mean over the window:
+//
+//	sum by (model, dynamo_namespace) (increase(X_sum{…}[W])) /
+//	sum by (model, dynamo_namespace) (increase(X_count{…}[W]))
+func meanQuery(metric, model, namespace string, window time.Duration) string {
+	sel, w := selector(model, namespace), windowString(window)
+	return fmt.Sprintf("sum by (model, dynamo_namespace) (increase(%s_sum%s[%s])) / sum by (model, dynamo_namespace) (increase(%s_count%s[%s]))",
+		metric, sel, w, metric, sel, w)
+}
+
+// countQuery is §9.1's request count over the window: sum(increase(C{…}[W])).
+func countQuery(counter, model, namespace string, window time.Duration) string {
+	return fmt.Sprintf("sum(increase(%s%s[%s]))", counter, selector(model, namespace), windowString(window))
+}
+
+// authTransport adds the bearer token (re-reading the token file on every request) and the
+// extra query parameters.
+type authTransport struct {
+	base      http.RoundTripper
+	token     string
+	tokenFile string
+	params    map[string]string
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	token := t.token
+	if t.tokenFile != "" {
+		b, err := os.ReadFile(t.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read bearer token file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, errors.New("bearer token file " + t.tokenFile + " is empty")
+		}
+	}
+	if token == "" && len(t.params) == 0 {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	if len(t.params) > 0 {
+		q := r.URL.Query()
+		for k, v := range t.params {
+			q.Set(k, v)
+		}
+		r.URL.RawQuery = q.Encode()
+	}
+	return t.base.RoundTrip(r)
+}
+
+// queryResponse is the Prometheus HTTP API's envelope.
+type queryResponse struct {
+	Status string `json:"status"`
+	Data   struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	} `json:"data"`
+	ErrorType string   `json:"errorType"`
+	Error     string   `json:"error"`
+	Warnings  []string `json:"warnings"`
+}
+
+// instantQuery runs GET /api/v1/query and decodes a vector result. (client_golang's
+// api/prometheus/v1 would need github.com/json-iterator/go on Go < 1.27, a module this
+// project does not carry; the base api.Client and common/model's JSON decoding suffice.)
+func instantQuery(ctx context.Context, c api.Client, q string, at time.Time, timeout time.Duration) (model.Vector, []string, error) {
+	u := c.URL("/api/v1/query", nil)
+	params := u.Query()
+	params.Set("query", q)
+	params.Set("time", strconv.FormatFloat(float64(at.UnixNano())/1e9, 'f', -1, 64))
+	params.Set("timeout", model.Duration(timeout).String())
+	u.RawQuery = params.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build request: %w", err)
+	}
+	resp, body, err := c.Do(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var r queryResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, nil, fmt.Errorf("HTTP %s: decode response %.200q: %w", resp.Status, body, err)
+	}
+	if r.Status != "success" {
+		return nil, r.Warnings, fmt.Errorf("HTTP %s: %s: %s", resp.Status, r.ErrorType, r.Error)
+	}
+	if r.Data.ResultType != model.ValVector.String() {
+		return nil, r.Warnings, fmt.Errorf("got a %q result, want a vector", r.Data.ResultType)
+	}
+	var vec model.Vector
+	if err := json.Unmarshal(r.Data.Result, &vec); err != nil {
+		return nil, r.Warnings, fmt.Errorf("decode vector: %w", err)
+	}
+	return vec, r.Warnings, nil
+}
