@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkStep runs decode passes of a batch of 128 requests on a decode engine with the
+// H200 profile timing; finished requests are replaced, so the batch stays at 128.
+func BenchmarkStep(b *testing.B) {
+	_, tim := profileTiming(b)
+	e := newEngine(b, DefaultConfig(RoleDecode), tim)
+	next := uint64(0)
+	submit := func() {
+		isl := 500 + int(next%128)*20
+		require.NoError(b, e.Submit(Request{ID: next, ISL: isl, OSL: 100 + int(next%61)}))
+		next++
+	}
+	for range 128 {
+		submit()
+	}
+	now := 0.0
+	step := func() {
+		p, _ := e.Step(now)
+		now = p.End()
+		for _, ev := range p.Events {
+			if ev.Kind == EventFinished {
+				submit()
+			}
+		}
+	}
+	for range 1000 { // warm up: pools and slices at their steady size
+		step()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		step()
+	}
+	b.StopTimer()
+	require.Equal(b, 128, e.Load().Running)
+}
+
+// BenchmarkOffline pushes 10 minutes of 10 req/s (ISL 3000, OSL 300, evenly spaced)
+// through one aggregated engine with the H200 profile timing as fast as possible, and
+// reports simulated seconds per wall second.
+func BenchmarkOffline(b *testing.B) {
+	_, tim := profileTiming(b)
+	const (
+		rate     = 10.0
+		duration = 600.0
+		n        = int(rate * duration)
+	)
+	var simulated, wall float64
+	var passes, preempted int
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		e := newEngine(b, DefaultConfig(RoleAggregated), tim)
+		now, next, finished := 0.0, 0, 0
+		for next < n || !e.Idle() {
+			if e.Idle() && now < float64(next)/rate {
+				now = float64(next) / rate
+			}
+			for next < n && float64(next)/rate <= now {
+				if err := e.Submit(Request{ID: uint64(next), ISL: 3000, OSL: 300, Arrival: float64(next) / rate}); err != nil {
+					b.Fatal(err)
+				}
+				next++
+			}
+			p, _ := e.Step(now)
+			now = p.End()
+			passes++
+			preempted += p.Preempted
+			for _, ev := range p.Events {
+				if ev.Kind == EventFinished {
+					finished++
+				}
+			}
+		}
+		if finished != n {
+			b.Fatalf("finished %d of %d requests", finished, n)
+		}
+		simulated += now
+		wall += time.Since(start).Seconds()
+	}
+	b.ReportMetric(simulated/wall, "sim-s/wall-s")
+	b.ReportMetric(float64(passes)/float64(b.N), "passes/op")
+	b.ReportMetric(float64(preempted)/float64(b.N), "preemptions/op")
+	b.ReportMetric(simulated/float64(b.N), "sim-s/op")
+}
