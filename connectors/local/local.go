@@ -1,0 +1,714 @@
+// Package local is the local connector: a process supervisor running the prefill and decode
+// worker processes of one deployment on this machine (what Dynamo's old local backend did).
+//
+// Workers are named "<namespace>_<component>" and "<namespace>_<component>_N", get
+// CUDA_VISIBLE_DEVICES from a pool of (possibly simulated) GPU ids and two free loopback ports
+// (HTTP and FPM), run in their own process group with their output in <LogDir>/<name>.log,
+// and survive a restart of the supervisor, which re-adopts them from its state file (a JSON
+// file written atomically). Scale-down drains the highest-suffix workers: SIGTERM to the
+// group, SIGKILL after the drain timeout. A background reconcile loop probes readiness
+// (ReadyURL answering 200), detects workers that died (reported, never silently restarted),
+// enforces drain and start deadlines, and frees the GPUs and ports of drained workers.
+//
+// The loop runs in the background rather than on each Inventory call because its work is
+// time-driven (SIGKILL at the drain deadline, reaping exited children, start timeouts) and
+// must happen even when nobody asks for the inventory; Inventory is then a cheap read that
+// never blocks on a probe.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/scaling"
+)
+
+// components lists the pools in reporting order.
+var components = []scaling.Component{scaling.Prefill, scaling.Decode}
+
+// ErrClosed is returned by Apply after Close or StopAll.
+var ErrClosed = errors.New("local connector is closed")
+
+// Local supervises the worker processes of one deployment. It implements
+// connectors.Connector and is safe for concurrent use.
+type Local struct {
+	cfg    Config
+	log    *slog.Logger
+	client *http.Client
+
+	mu       sync.Mutex
+	st       state
+	children map[int]*child // workers this process started, by pid
+	closed   bool
+
+	kick      chan struct{}
+	stop      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+}
+
+var _ connectors.Connector = (*Local)(nil)
+
+// Open starts supervising the deployment. When the state file exists, it adopts the recorded
+// workers that still run (same pid and same process start time), marks those that died
+// meanwhile as exited (replaced on the next Apply) and ignores initial; a state file that
+// cannot be read is an error naming it, never replaced. Otherwise it starts the initial
+// targets as decision 0 (a nil target is 0 workers). Open does not wait for readiness.
+func Open(cfg Config, initial connectors.Targets) (*Local, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	l := &Local{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		client:   &http.Client{Timeout: cfg.ReadyTimeout},
+		children: map[int]*child{},
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.StateFile), 0o755); err != nil {
+		return nil, fmt.Errorf("local connector: state folder: %w", err)
+	}
+	st, found, err := readState(cfg.StateFile)
+	if err != nil {
+		return nil, fmt.Errorf("local connector: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if found {
+		if st.Namespace != cfg.Namespace {
+			return nil, fmt.Errorf("local connector: state file %s belongs to namespace %q, not %q", cfg.StateFile, st.Namespace, cfg.Namespace)
+		}
+		l.st = st
+		l.adopt()
+	} else {
+		if err := initial.Validate(); err != nil {
+			return nil, fmt.Errorf("local connector: initial targets: %w: %w", connectors.ErrInvalidTargets, err)
+		}
+		l.st = state{Version: stateVersion, Namespace: cfg.Namespace}
+		var targets poolCounts
+		for _, c := range components {
+			if p := pick(initial, c); p != nil {
+				*targets.get(c) = *p
+			}
+		}
+		if err := l.reconcile(targets); err != nil {
+			l.killStarted()
+			return nil, fmt.Errorf("local connector: start initial targets (%s): %w", initial, err)
+		}
+	}
+	if err := l.persist(); err != nil {
+		if !found {
+			l.killStarted()
+		}
+		return nil, fmt.Errorf("local connector: %w", err)
+	}
+	go l.loop()
+	return l, nil
+}
+
+// killStarted kills the workers this supervisor started (used when Open fails, so nothing
+// is left behind that no state file records). Called with the lock held.
+func (l *Local) killStarted() {
+	for pid, c := range l.children {
+		_ = signalGroup(pid, syscall.SIGKILL)
+		<-c.done
+	}
+	l.children = map[int]*child{}
+}
+
+// pick returns the target of one pool.
+func pick(t connectors.Targets, c scaling.Component) *int {
+	if c == scaling.Prefill {
+		return t.Prefill
+	}
+	return t.Decode
+}
+
+// adopt checks the workers read from the state file: live ones are adopted, dead ones are
+// marked exited (drained ones are dropped). Called with the lock held.
+func (l *Local) adopt() {
+	now := time.Now()
+	kept := l.st.Workers[:0]
+	for _, w := range l.st.Workers {
+		if !w.mayBeAlive() {
+			kept = append(kept, w)
+			continue
+		}
+		alive, err := processAlive(w.PID, w.StartTime)
+		if err != nil {
+			l.log.Warn("cannot check a recorded worker; assuming it runs", "worker", w.Name, "pid", w.PID, "err", err)
+		}
+		if alive {
+			if (w.State == Draining || w.State == Failed) && w.StopAt == nil {
+				w.StopAt = &now // the drain deadline counts from now
+			}
+			l.log.Info("adopted running worker", "worker", w.Name, "pid", w.PID, "state", w.State)
+			kept = append(kept, w)
+			continue
+		}
+		w.ExitedAt, w.ExitStatus = &now, "exited while the supervisor was down"
+		switch w.State {
+		case Draining:
+			l.log.Info("worker drained while the supervisor was down", "worker", w.Name, "pid", w.PID)
+			continue
+		case Starting, Ready:
+			w.State = Exited
+			*l.st.Failures.get(w.Component)++
+			l.log.Error("worker died while the supervisor was down; it is replaced on the next apply", "worker", w.Name, "pid", w.PID)
+		}
+		kept = append(kept, w)
+	}
+	l.st.Workers = kept
+}
+
+// Apply brings the deployment to the targets (a nil target leaves the pool alone): it starts
+// the missing workers (dead ones are replaced) and drains the extra ones, highest suffix
+// first, then records the decision in the state file. It returns once the new processes are
+// started and the state written, without waiting for readiness or drains. The newest decision
+// again is a no-op, an older one fails with ErrStaleDecision; targets the pool of GPUs cannot
+// take fail with ErrInvalidTargets and change nothing.
+func (l *Local) Apply(ctx context.Context, decisionID int64, targets connectors.Targets) error {
+	if err := targets.Validate(); err != nil {
+		return fmt.Errorf("local connector: decision %d: %w: %w", decisionID, connectors.ErrInvalidTargets, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("local connector: decision %d: %w", decisionID, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("local connector: decision %d: %w", decisionID, ErrClosed)
+	}
+	switch last := l.st.AppliedDecisionID; {
+	case decisionID == last:
+		return nil
+	case decisionID < last:
+		return fmt.Errorf("local connector: %w: decision %d, newest %d", connectors.ErrStaleDecision, decisionID, last)
+	}
+	next := l.st.Targets
+	for _, c := range components {
+		if p := pick(targets, c); p != nil {
+			*next.get(c) = *p
+		}
+	}
+	if err := l.reconcile(next); err != nil {
+		return fmt.Errorf("local connector: decision %d (%s): %w", decisionID, targets, err)
+	}
+	prev := l.st.AppliedDecisionID
+	l.st.AppliedDecisionID = decisionID
+	if err := l.persist(); err != nil {
+		// The processes run and stay recorded in memory: a retry of this decision finds
+		// nothing to start and writes the file again.
+		l.st.AppliedDecisionID = prev
+		return fmt.Errorf("local connector: decision %d: %w", decisionID, err)
+	}
+	l.log.Info("applied decision", "decision_id", decisionID, "targets", targets.String(),
+		"prefill", l.st.Targets.Prefill, "decode", l.st.Targets.Decode)
+	return nil
+}
+
+// reconcile makes the workers match targets: it drops dead workers, starts the missing ones
+// and drains the extra ones. It checks everything it can before changing anything: an error
+// wrapping ErrInvalidTargets leaves the deployment as it was. Called with the lock held.
+func (l *Local) reconcile(targets poolCounts) error {
+	live := map[scaling.Component][]Worker{} // copies: the slice is compacted below
+	usedGPU := map[int]bool{}
+	draining := 0
+	for i := range l.st.Workers {
+		w := &l.st.Workers[i]
+		if w.live() {
+			live[w.Component] = append(live[w.Component], *w)
+		}
+		if w.mayBeAlive() {
+			for _, g := range w.GPUs {
+				usedGPU[g] = true
+				if !w.live() {
+					draining++
+				}
+			}
+		}
+	}
+	var free []int
+	for _, g := range l.cfg.GPUs {
+		if !usedGPU[g] {
+			free = append(free, g)
+		}
+	}
+	need := 0
+	for _, c := range components {
+		n := *targets.get(c)
+		cc := l.cfg.component(c)
+		if n > 0 && len(cc.Command) == 0 {
+			return fmt.Errorf("%w: the %s pool is not deployed (no command configured)", connectors.ErrInvalidTargets, c)
+		}
+		if add := n - len(live[c]); add > 0 {
+			need += add * cc.GPUsPerWorker
+		}
+	}
+	if need > len(free) {
+		return fmt.Errorf("%w: the scale-up needs %d GPUs but %d of the pool's %d are free (%d held by draining or failed workers until they exit)",
+			connectors.ErrInvalidTargets, need, len(free), len(l.cfg.GPUs), draining)
+	}
+
+	// Commit: drop dead workers, turn failed ones still stopping into draining ones.
+	kept := l.st.Workers[:0]
+	for _, w := range l.st.Workers {
+		if !w.mayBeAlive() {
+			delete(l.children, w.PID)
+			continue
+		}
+		if w.State == Failed {
+			w.State = Draining
+		}
+		kept = append(kept, w)
+	}
+	l.st.Workers = kept
+
+	var started []Worker
+	for _, c := range components {
+		for add := *targets.get(c) - len(live[c]); add > 0; add-- {
+			gpus := free[:l.cfg.component(c).GPUsPerWorker:l.cfg.component(c).GPUsPerWorker]
+			free = free[len(gpus):]
+			w, err := l.startWorker(c, gpus, started)
+			if err != nil {
+				for _, s := range started {
+					_ = signalGroup(s.PID, syscall.SIGKILL)
+					<-l.children[s.PID].done
+					delete(l.children, s.PID)
+				}
+				return fmt.Errorf("start a %s worker: %w", c, err)
+			}
+			started = append(started, w)
+		}
+	}
+	l.st.Workers = append(l.st.Workers, started...)
+
+	now := time.Now()
+	for _, c := range components {
+		ws := live[c]
+		slices.SortFunc(ws, func(a, b Worker) int { return b.Index - a.Index })
+		for _, w := range ws[:max(0, len(ws)-*targets.get(c))] {
+			l.stopWorker(l.find(w.PID), Draining, now)
+			l.log.Info("draining worker", "worker", w.Name, "pid", w.PID)
+		}
+	}
+	l.st.Targets = targets
+	return nil
+}
+
+// find returns the recorded worker with pid among those that may be alive.
+func (l *Local) find(pid int) *Worker {
+	for i := range l.st.Workers {
+		if w := &l.st.Workers[i]; w.PID == pid && w.mayBeAlive() {
+			return w
+		}
+	}
+	return nil
+}
+
+// stopWorker sends SIGTERM to the worker's group and moves it to state. Called with the
+// lock held.
+func (l *Local) stopWorker(w *Worker, to WorkerState, now time.Time) {
+	if w == nil {
+		return
+	}
+	w.State, w.StopAt = to, &now
+	if gone, _ := l.gone(w); gone {
+		return // the next check records the exit
+	}
+	if err := signalGroup(w.PID, syscall.SIGTERM); err != nil {
+		l.log.Error("cannot stop worker", "worker", w.Name, "pid", w.PID, "err", err)
+	}
+}
+
+// startWorker starts one worker of pool c on gpus; pending are workers started in the same
+// reconcile and not recorded yet. Called with the lock held.
+func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (Worker, error) {
+	all := append(slices.Clone(l.st.Workers), pending...)
+	usedIdx, usedPort := map[int]bool{}, map[int]bool{}
+	for _, w := range all {
+		if w.Component == c {
+			usedIdx[w.Index] = true
+		}
+		if w.mayBeAlive() {
+			usedPort[w.HTTPPort], usedPort[w.FPMPort] = true, true
+		}
+	}
+	idx := 0
+	for usedIdx[idx] {
+		idx++
+	}
+	ports, err := freePorts(2, usedPort)
+	if err != nil {
+		return Worker{}, err
+	}
+	w := Worker{
+		Name:      workerName(l.cfg.Namespace, c, idx),
+		Component: c,
+		Index:     idx,
+		GPUs:      slices.Clone(gpus),
+		HTTPPort:  ports[0],
+		FPMPort:   ports[1],
+		State:     Starting,
+	}
+	w.LogFile = filepath.Join(l.cfg.LogDir, w.Name+".log")
+	cc := l.cfg.component(c)
+	r := l.replacer(&w)
+	for _, arg := range cc.Command {
+		w.Command = append(w.Command, r.Replace(arg))
+	}
+	w.Env = append(w.Env, "CUDA_VISIBLE_DEVICES="+joinInts(gpus))
+	for _, k := range slices.Sorted(maps.Keys(cc.Env)) {
+		w.Env = append(w.Env, k+"="+r.Replace(cc.Env[k]))
+	}
+	cmd, ch, startTime, err := spawn(w.Command, append(os.Environ(), w.Env...), w.LogFile, l.wake)
+	if err != nil {
+		return Worker{}, fmt.Errorf("worker %s: %w", w.Name, err)
+	}
+	w.PID, w.StartTime, w.StartedAt = cmd.Process.Pid, startTime, time.Now()
+	l.children[w.PID] = ch
+	l.log.Info("started worker", "worker", w.Name, "pid", w.PID, "gpus", joinInts(gpus),
+		"http_port", w.HTTPPort, "fpm_port", w.FPMPort, "log", w.LogFile)
+	return w, nil
+}
+
+// workerName is Dynamo's local naming: "<ns>_<component>" for the first worker,
+// "<ns>_<component>_N" for the next.
+func workerName(ns string, c scaling.Component, idx int) string {
+	if idx == 0 {
+		return ns + "_" + string(c)
+	}
+	return ns + "_" + string(c) + "_" + strconv.Itoa(idx)
+}
+
+// joinInts renders ids as "0,1,2".
+func joinInts(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, ",")
+}
+
+// replacer expands the placeholders for worker w.
+func (l *Local) replacer(w *Worker) *strings.Replacer {
+	return strings.NewReplacer("{name}", w.Name, "{component}", string(w.Component), "{index}", strconv.Itoa(w.Index),
+		"{http_port}", strconv.Itoa(w.HTTPPort), "{fpm_port}", strconv.Itoa(w.FPMPort), "{gpus}", joinInts(w.GPUs))
+}
+
+// gone reports whether the worker's process has exited, and how: by the reaper's result
+// for children of this supervisor, by /proc (same pid and start time) for adopted ones.
+func (l *Local) gone(w *Worker) (bool, string) {
+	if c, ok := l.children[w.PID]; ok {
+		if c.exited() {
+			return true, c.status()
+		}
+		return false, ""
+	}
+	alive, err := processAlive(w.PID, w.StartTime)
+	if err != nil {
+		l.log.Warn("cannot check worker; assuming it runs", "worker", w.Name, "pid", w.PID, "err", err)
+	}
+	if alive {
+		return false, ""
+	}
+	return true, "exited (adopted process: exit status unknown)"
+}
+
+// wake asks the reconcile loop for an early check (a child exited).
+func (l *Local) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs the checks every CheckInterval and when a child exits, until Close.
+func (l *Local) loop() {
+	defer close(l.loopDone)
+	t := time.NewTicker(l.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		l.check()
+	}
+}
+
+// check probes the starting workers' readiness (without the lock), then records exits,
+// readiness, start failures and drain deadlines, and writes the state file if anything
+// changed.
+func (l *Local) check() {
+	type probe struct {
+		pid int
+		url string
+	}
+	var probes []probe
+	l.mu.Lock()
+	for i := range l.st.Workers {
+		w := &l.st.Workers[i]
+		if url := l.cfg.component(w.Component).ReadyURL; w.State == Starting && w.mayBeAlive() && url != "" {
+			probes = append(probes, probe{w.PID, l.replacer(w).Replace(url)})
+		}
+	}
+	l.mu.Unlock()
+	ready := make([]bool, len(probes))
+	var wg sync.WaitGroup
+	for i, p := range probes {
+		wg.Go(func() { ready[i] = l.probe(p.url) })
+	}
+	wg.Wait()
+	readyPID := map[int]bool{}
+	for i, p := range probes {
+		readyPID[p.pid] = ready[i]
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.update(readyPID, time.Now()) {
+		if err := l.persist(); err != nil {
+			l.log.Error("cannot record the workers' state", "err", err)
+		}
+	}
+}
+
+// probe reports whether url answers 200.
+func (l *Local) probe(url string) bool {
+	resp, err := l.client.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// update applies one round of checks; it reports whether anything changed. Called with the
+// lock held.
+func (l *Local) update(readyPID map[int]bool, now time.Time) bool {
+	changed := false
+	kept := l.st.Workers[:0]
+	for _, w := range l.st.Workers {
+		if !w.mayBeAlive() {
+			kept = append(kept, w)
+			continue
+		}
+		if gone, status := l.gone(&w); gone {
+			changed = true
+			w.ExitedAt, w.ExitStatus = &now, status
+			_ = signalGroup(w.PID, syscall.SIGKILL) // what is left of its group
+			switch w.State {
+			case Draining:
+				l.log.Info("worker drained", "worker", w.Name, "pid", w.PID, "status", status)
+				delete(l.children, w.PID)
+				continue // its GPUs and ports are free
+			case Starting, Ready:
+				*l.st.Failures.get(w.Component)++
+				l.log.Error("worker exited; its slot stays not ready until the next apply", "worker", w.Name,
+					"pid", w.PID, "state", w.State, "status", status, "log", w.LogFile)
+				w.State = Exited
+			case Failed:
+				l.log.Info("failed worker stopped", "worker", w.Name, "pid", w.PID, "status", status)
+			}
+			kept = append(kept, w)
+			continue
+		}
+		switch w.State {
+		case Starting:
+			if readyPID[w.PID] || l.cfg.component(w.Component).ReadyURL == "" {
+				w.State, w.ReadyAt, changed = Ready, &now, true
+				l.log.Info("worker ready", "worker", w.Name, "pid", w.PID, "after", now.Sub(w.StartedAt).Round(time.Millisecond))
+			} else if now.Sub(w.StartedAt) > l.cfg.StartTimeout {
+				*l.st.Failures.get(w.Component)++
+				l.log.Error("worker not ready within the start timeout; stopping it", "worker", w.Name, "pid", w.PID,
+					"start_timeout", l.cfg.StartTimeout, "log", w.LogFile)
+				l.stopWorker(&w, Failed, now)
+				changed = true
+			}
+		case Draining, Failed:
+			if w.StopAt != nil && w.KilledAt == nil && now.Sub(*w.StopAt) >= l.cfg.DrainTimeout {
+				l.log.Warn("worker still running after the drain timeout; killing it", "worker", w.Name, "pid", w.PID,
+					"drain_timeout", l.cfg.DrainTimeout)
+				if err := signalGroup(w.PID, syscall.SIGKILL); err != nil {
+					l.log.Error("cannot kill worker", "worker", w.Name, "pid", w.PID, "err", err)
+				}
+				w.KilledAt, changed = &now, true
+			}
+		}
+		kept = append(kept, w)
+	}
+	l.st.Workers = kept
+	return changed
+}
+
+// persist writes the state file. Called with the lock held.
+func (l *Local) persist() error {
+	l.st.UpdatedAt = time.Now().UTC()
+	return writeState(l.cfg.StateFile, &l.st)
+}
+
+// Inventory reports the ready workers and targets of each deployed pool (an undeployed
+// pool's counts are nil), whether a pool has a worker starting or draining, the GPUs per
+// worker and the newest applied decision. It reads the supervisor's state, kept current by
+// the reconcile loop, and never blocks on a probe.
+func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	inv := connectors.Inventory{AppliedDecisionID: l.st.AppliedDecisionID}
+	for _, c := range components {
+		cc := l.cfg.component(c)
+		if len(cc.Command) == 0 {
+			continue
+		}
+		ready, expected, busy := 0, *l.st.Targets.get(c), false
+		for _, w := range l.st.Workers {
+			if w.Component != c {
+				continue
+			}
+			if w.State == Ready {
+				ready++
+			}
+			busy = busy || w.State == Starting || w.State == Draining
+		}
+		caps := new(scaling.EngineCapabilities)
+		*caps = cc.Capabilities
+		caps.NumGPU = cc.GPUsPerWorker
+		if c == scaling.Prefill {
+			inv.ReadyPrefill, inv.ExpectedPrefill, inv.PrefillScalingInProgress, inv.Capabilities.Prefill = &ready, &expected, busy, caps
+		} else {
+			inv.ReadyDecode, inv.ExpectedDecode, inv.DecodeScalingInProgress, inv.Capabilities.Decode = &ready, &expected, busy, caps
+		}
+	}
+	return inv, nil
+}
+
+// Workers returns a copy of every recorded worker (starting, ready, draining, failed or
+// exited), prefill first, by index.
+func (l *Local) Workers() []Worker {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Worker, 0, len(l.st.Workers))
+	for _, w := range l.st.Workers {
+		out = append(out, w.clone())
+	}
+	slices.SortFunc(out, func(a, b Worker) int {
+		if a.Component != b.Component {
+			return slices.Index(components, a.Component) - slices.Index(components, b.Component)
+		}
+		return a.Index - b.Index
+	})
+	return out
+}
+
+// Failures returns how many workers of pool c exited on their own or failed to start since
+// the state file was created.
+func (l *Local) Failures(c scaling.Component) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.st.Failures.get(c)
+}
+
+// WaitSettled waits until no worker is starting or draining (failed and exited workers do
+// not count: nothing is in progress for them), or ctx is done.
+func (l *Local) WaitSettled(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		busy := slices.ContainsFunc(l.st.Workers, func(w Worker) bool { return w.State == Starting || w.State == Draining })
+		l.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("local connector: wait for workers to settle: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// StopAll stops the whole deployment: SIGTERM to every worker's group, SIGKILL to those still
+// running after the drain timeout (or at once when ctx is done), and waits until every
+// process is gone. The targets become 0 in the state file and Apply is refused afterwards.
+// It works after Close too.
+func (l *Local) StopAll(ctx context.Context) error {
+	l.mu.Lock()
+	l.closed = true
+	now := time.Now()
+	for i := range l.st.Workers {
+		if w := &l.st.Workers[i]; w.mayBeAlive() && w.StopAt == nil {
+			l.stopWorker(w, Draining, now)
+		}
+	}
+	l.st.Targets = poolCounts{}
+	if err := l.persist(); err != nil {
+		l.log.Error("cannot record the workers' state", "err", err)
+	}
+	l.mu.Unlock()
+	l.log.Info("stopping all workers")
+
+	var ctxErr error
+	var killedAt time.Time
+	for {
+		l.mu.Lock()
+		l.update(nil, time.Now())
+		alive := slices.ContainsFunc(l.st.Workers, func(w Worker) bool { return w.mayBeAlive() })
+		if !alive {
+			l.st.Workers = nil
+			err := l.persist()
+			l.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("local connector: stop all: %w", err)
+			}
+			if ctxErr != nil {
+				return fmt.Errorf("local connector: stop all: killed the workers still draining: %w", ctxErr)
+			}
+			return nil
+		}
+		if ctxErr != nil && time.Since(killedAt) > 5*time.Second {
+			l.mu.Unlock()
+			return fmt.Errorf("local connector: stop all: workers survive SIGKILL for 5 s: %w", ctxErr)
+		}
+		if ctxErr == nil && ctx.Err() != nil {
+			ctxErr, killedAt = ctx.Err(), time.Now()
+			for _, w := range l.st.Workers {
+				if w.mayBeAlive() {
+					_ = signalGroup(w.PID, syscall.SIGKILL)
+				}
+			}
+		}
+		l.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Close stops the reconcile loop; the workers keep running (a new Open adopts them). Apply
+// is refused afterwards. Close is idempotent.
+func (l *Local) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.stop)
+		<-l.loopDone
+	})
+	return nil
+}

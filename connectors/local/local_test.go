@@ -1,0 +1,567 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/connectors/connectortest"
+	"github.com/llmplanner/planner/scaling"
+)
+
+// fakeworker is the test worker binary, built once by TestMain.
+var fakeworker string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fakeworker")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fakeworker = filepath.Join(dir, "fakeworker")
+	if out, err := exec.Command("go", "build", "-o", fakeworker, "./testdata/fakeworker").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build fakeworker: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func n(v int) *int { return &v }
+
+// config runs fakeworker with extra arguments in both pools, in dir, on 8 GPUs.
+func config(t *testing.T, dir string, args ...string) Config {
+	cmd := append([]string{fakeworker, "--name", "{name}", "--http-port", "{http_port}", "--fpm-port", "{fpm_port}"}, args...)
+	pool := ComponentConfig{Command: cmd, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Env: map[string]string{"WORKER_INDEX": "{index}"}}
+	return Config{
+		Namespace:     "demo",
+		StateFile:     filepath.Join(dir, "state.json"),
+		GPUs:          []int{0, 1, 2, 3, 4, 5, 6, 7},
+		Prefill:       pool,
+		Decode:        pool,
+		DrainTimeout:  5 * time.Second,
+		StartTimeout:  10 * time.Second,
+		CheckInterval: 20 * time.Millisecond,
+		ReadyTimeout:  time.Second,
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+}
+
+// open opens a supervisor and stops its workers when the test ends.
+func open(t *testing.T, cfg Config, initial connectors.Targets) *Local {
+	t.Helper()
+	l, err := Open(cfg, initial)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, l.StopAll(ctx))
+		require.NoError(t, l.Close())
+	})
+	return l
+}
+
+// settle waits until no worker is starting or draining.
+func settle(t *testing.T, l *Local) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, l.WaitSettled(ctx))
+}
+
+// running reports whether pid is a live (not zombie) process.
+func running(pid int) bool {
+	st, err := readProcStat(pid)
+	return err == nil && st.state != 'Z' && st.state != 'X'
+}
+
+// logOf returns a worker's log.
+func logOf(t *testing.T, w Worker) string {
+	t.Helper()
+	data, err := os.ReadFile(w.LogFile)
+	require.NoError(t, err)
+	return string(data)
+}
+
+// byName returns the workers by name.
+func byName(ws []Worker) map[string]Worker {
+	m := map[string]Worker{}
+	for _, w := range ws {
+		m[w.Name] = w
+	}
+	return m
+}
+
+func names(ws []Worker) []string {
+	var s []string
+	for _, w := range ws {
+		s = append(s, w.Name+":"+string(w.State))
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	connectortest.Run(t, func(t *testing.T) connectors.Connector {
+		l := open(t, config(t, t.TempDir(), "--startup", "150ms"), connectors.Targets{Prefill: n(1), Decode: n(1)})
+		settle(t, l)
+		return l
+	}, connectortest.Options{Applies: true, Settle: func(t *testing.T, c connectors.Connector) { settle(t, c.(*Local)) }})
+}
+
+func TestNamesGPUsPortsAndStateFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config(t, dir)
+	cfg.Prefill.GPUsPerWorker = 2
+	l := open(t, cfg, connectors.Targets{Prefill: n(2), Decode: n(3)})
+	settle(t, l)
+
+	ws := l.Workers()
+	require.Equal(t, []string{"demo_prefill:ready", "demo_prefill_1:ready", "demo_decode:ready", "demo_decode_1:ready", "demo_decode_2:ready"}, names(ws))
+	wantGPUs := [][]int{{0, 1}, {2, 3}, {4}, {5}, {6}}
+	ports := map[int]bool{}
+	for i, w := range ws {
+		require.Equal(t, wantGPUs[i], w.GPUs, w.Name)
+		require.Contains(t, logOf(t, w), fmt.Sprintf("start name=%s pid=%d cuda=%s index=%d\n", w.Name, w.PID, joinInts(wantGPUs[i]), w.Index))
+		require.Equal(t, filepath.Join(dir, "logs", w.Name+".log"), w.LogFile)
+		require.Equal(t, "tcp://127.0.0.1:"+strconv.Itoa(w.FPMPort), w.FPMEndpoint())
+		require.Equal(t, "127.0.0.1:"+strconv.Itoa(w.HTTPPort), w.HTTPAddress())
+		ports[w.HTTPPort], ports[w.FPMPort] = true, true
+		require.True(t, running(w.PID))
+	}
+	require.Len(t, ports, 10, "two distinct ports per worker")
+
+	inv, err := l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, connectors.Inventory{
+		WorkerCounts: scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(3), ExpectedPrefill: n(2), ExpectedDecode: n(3)},
+		Capabilities: scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 2}, Decode: &scaling.EngineCapabilities{NumGPU: 1}},
+	}, inv)
+
+	// The state file records the workers with their process identity.
+	data, err := os.ReadFile(cfg.StateFile)
+	require.NoError(t, err)
+	var st state
+	require.NoError(t, json.Unmarshal(data, &st))
+	require.Equal(t, "demo", st.Namespace)
+	require.Equal(t, poolCounts{Prefill: 2, Decode: 3}, st.Targets)
+	require.Len(t, st.Workers, 5)
+	for _, w := range st.Workers {
+		ps, err := readProcStat(w.PID)
+		require.NoError(t, err)
+		require.Equal(t, ps.startTime, w.StartTime, w.Name)
+		require.Equal(t, w.PID, ps.pgrp, "%s leads its own process group", w.Name)
+		require.Contains(t, w.Env, "CUDA_VISIBLE_DEVICES="+joinInts(w.GPUs))
+		require.Equal(t, Ready, w.State)
+		require.Contains(t, w.Command, strconv.Itoa(w.HTTPPort), "placeholders expanded")
+	}
+}
+
+func TestReadinessTransition(t *testing.T) {
+	start := time.Now()
+	l := open(t, config(t, t.TempDir(), "--startup", "300ms"), connectors.Targets{Decode: n(1)})
+	ws := l.Workers()
+	require.Equal(t, []string{"demo_decode:starting"}, names(ws))
+	inv, err := l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, n(0), inv.ReadyDecode)
+	require.Equal(t, n(1), inv.ExpectedDecode)
+	require.True(t, inv.DecodeScalingInProgress)
+	require.Equal(t, n(0), inv.ReadyPrefill)
+	require.False(t, inv.PrefillScalingInProgress)
+
+	settle(t, l)
+	elapsed := time.Since(start)
+	t.Logf("ready after %v (startup 300ms, check interval 20ms)", elapsed)
+	require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
+	w := l.Workers()[0]
+	require.Equal(t, Ready, w.State)
+	require.NotNil(t, w.ReadyAt)
+	inv, err = l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, n(1), inv.ReadyDecode)
+	require.False(t, inv.DecodeScalingInProgress)
+}
+
+func TestScaleDownDrainsHighestSuffix(t *testing.T) {
+	l := open(t, config(t, t.TempDir(), "--drain", "300ms"), connectors.Targets{Decode: n(3)})
+	settle(t, l)
+	before := byName(l.Workers())
+	ctx := context.Background()
+
+	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Decode: n(1)}))
+	start := time.Now()
+	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:draining", "demo_decode_2:draining"}, names(l.Workers()))
+	inv, err := l.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, n(1), inv.ReadyDecode, "draining workers are not ready")
+	require.Equal(t, n(1), inv.ExpectedDecode)
+	require.True(t, inv.DecodeScalingInProgress)
+
+	for _, name := range []string{"demo_decode_1", "demo_decode_2"} {
+		w := before[name]
+		require.Eventually(t, func() bool { return strings.Contains(logOf(t, w), "sigterm\n") }, 5*time.Second, 5*time.Millisecond)
+		require.True(t, running(w.PID), "%s still runs while it drains", name)
+	}
+	settle(t, l)
+	drain := time.Since(start)
+	t.Logf("scale-down 3->1 drained in %v (worker drain 300ms)", drain)
+	require.GreaterOrEqual(t, drain, 300*time.Millisecond)
+	for _, name := range []string{"demo_decode_1", "demo_decode_2"} {
+		require.False(t, running(before[name].PID), name)
+		require.Contains(t, logOf(t, before[name]), "sigterm\nexit\n")
+	}
+	after := l.Workers()
+	require.Equal(t, []string{"demo_decode:ready"}, names(after))
+	require.Equal(t, before["demo_decode"].PID, after[0].PID, "the first worker was left alone")
+	require.NotContains(t, logOf(t, after[0]), "sigterm")
+
+	// The drained workers' names and GPUs are free again.
+	require.NoError(t, l.Apply(ctx, 2, connectors.Targets{Decode: n(3)}))
+	again := byName(l.Workers())
+	require.Len(t, again, 3)
+	require.NotEqual(t, before["demo_decode_2"].PID, again["demo_decode_2"].PID)
+	require.Equal(t, []int{1}, again["demo_decode_1"].GPUs)
+	require.Equal(t, []int{2}, again["demo_decode_2"].GPUs)
+}
+
+func TestDrainTimeoutKills(t *testing.T) {
+	cfg := config(t, t.TempDir(), "--ignore-term")
+	cfg.DrainTimeout = 200 * time.Millisecond
+	l := open(t, cfg, connectors.Targets{Decode: n(2)})
+	settle(t, l)
+	victim := byName(l.Workers())["demo_decode_1"]
+
+	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}))
+	start := time.Now()
+	settle(t, l)
+	elapsed := time.Since(start)
+	t.Logf("worker ignoring SIGTERM killed after %v (drain timeout 200ms)", elapsed)
+	require.GreaterOrEqual(t, elapsed, 200*time.Millisecond)
+	require.Less(t, elapsed, 2*time.Second)
+	require.False(t, running(victim.PID))
+	require.Contains(t, logOf(t, victim), "sigterm\n")
+	require.NotContains(t, logOf(t, victim), "exit\n", "it was killed, it did not exit")
+}
+
+func TestPoolExhaustionStartsNothing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config(t, dir)
+	cfg.GPUs = []int{10, 11, 12}
+	l := open(t, cfg, connectors.Targets{Prefill: n(1), Decode: n(1)})
+	settle(t, l)
+	before := l.Workers()
+	ctx := context.Background()
+
+	err := l.Apply(ctx, 1, connectors.Targets{Decode: n(4)})
+	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
+	require.ErrorContains(t, err, "needs 3 GPUs but 1 of the pool's 3 are free")
+	require.Equal(t, before, l.Workers(), "nothing started or stopped")
+	logs, err := os.ReadDir(filepath.Join(dir, "logs"))
+	require.NoError(t, err)
+	require.Len(t, logs, 2, "no process was started")
+	inv, err := l.Inventory(ctx)
+	require.NoError(t, err)
+	require.Zero(t, inv.AppliedDecisionID)
+	require.Equal(t, n(1), inv.ExpectedDecode)
+
+	// A rebalance on a full pool needs the drain first: GPUs held by draining workers are
+	// not free.
+	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Decode: n(2)}), "the decision id was not used")
+	err = l.Apply(ctx, 2, connectors.Targets{Prefill: n(0), Decode: n(3)})
+	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
+	require.Len(t, l.Workers(), 3)
+
+	// A pool without a command is not deployed.
+	cfg = config(t, t.TempDir())
+	cfg.Prefill = ComponentConfig{}
+	agg := open(t, cfg, connectors.Targets{Decode: n(1)})
+	require.ErrorIs(t, agg.Apply(ctx, 1, connectors.Targets{Prefill: n(1)}), connectors.ErrInvalidTargets)
+	inv, err = agg.Inventory(ctx)
+	require.NoError(t, err)
+	require.Nil(t, inv.ReadyPrefill)
+	require.Nil(t, inv.ExpectedPrefill)
+	require.Nil(t, inv.Capabilities.Prefill)
+	cfg.StateFile = filepath.Join(t.TempDir(), "state.json")
+	_, err = Open(cfg, connectors.Targets{Prefill: n(1)})
+	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
+	_, err = os.Stat(cfg.StateFile)
+	require.ErrorIs(t, err, os.ErrNotExist, "a failed Open records nothing")
+}
+
+func TestRestartAdoptsLiveWorkers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config(t, dir, "--drain", "50ms")
+	ctx := context.Background()
+	first := open(t, cfg, connectors.Targets{Prefill: n(1), Decode: n(1)})
+	require.NoError(t, first.Apply(ctx, 1, connectors.Targets{Decode: n(2)}))
+	settle(t, first)
+	before := byName(first.Workers())
+	require.NoError(t, first.Close())
+	require.ErrorIs(t, first.Apply(ctx, 2, connectors.Targets{Decode: n(3)}), ErrClosed)
+
+	// A worker dies while no supervisor runs.
+	dead := before["demo_decode_1"]
+	require.NoError(t, syscall.Kill(dead.PID, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !running(dead.PID) }, 5*time.Second, 5*time.Millisecond)
+
+	second := open(t, cfg, connectors.Targets{Decode: n(7)})
+	after := byName(second.Workers())
+	require.Equal(t, []string{"demo_prefill:ready", "demo_decode:ready", "demo_decode_1:exited"}, names(second.Workers()))
+	for _, name := range []string{"demo_prefill", "demo_decode"} {
+		require.Equal(t, before[name].PID, after[name].PID, "%s adopted, not restarted", name)
+		require.True(t, running(after[name].PID))
+	}
+	require.Equal(t, 1, second.Failures(scaling.Decode))
+	inv, err := second.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, connectors.Inventory{
+		WorkerCounts:      scaling.WorkerCounts{ReadyPrefill: n(1), ReadyDecode: n(1), ExpectedPrefill: n(1), ExpectedDecode: n(2)},
+		Capabilities:      scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 1}, Decode: &scaling.EngineCapabilities{NumGPU: 1}},
+		AppliedDecisionID: 1,
+	}, inv, "the initial targets were ignored; the dead worker shows as not ready")
+
+	require.ErrorIs(t, second.Apply(ctx, 0, connectors.Targets{Decode: n(1)}), connectors.ErrStaleDecision)
+	require.NoError(t, second.Apply(ctx, 1, connectors.Targets{Decode: n(2)}))
+	require.Len(t, second.Workers(), 3, "the same decision again does not reconcile")
+
+	// The next decision replaces the dead worker and scales up.
+	require.NoError(t, second.Apply(ctx, 2, connectors.Targets{Decode: n(3)}))
+	settle(t, second)
+	scaled := byName(second.Workers())
+	require.Equal(t, []string{"demo_prefill:ready", "demo_decode:ready", "demo_decode_1:ready", "demo_decode_2:ready"}, names(second.Workers()))
+	require.Equal(t, before["demo_decode"].PID, scaled["demo_decode"].PID)
+	require.NotEqual(t, dead.PID, scaled["demo_decode_1"].PID)
+
+	// Scale-down reaches adopted workers too (their exit is seen through /proc).
+	require.NoError(t, second.Apply(ctx, 3, connectors.Targets{Prefill: n(0), Decode: n(1)}))
+	settle(t, second)
+	require.Equal(t, []string{"demo_decode:ready"}, names(second.Workers()))
+	require.False(t, running(before["demo_prefill"].PID))
+	require.Contains(t, logOf(t, before["demo_prefill"]), "sigterm\nexit\n")
+	require.False(t, running(scaled["demo_decode_2"].PID))
+	require.True(t, running(before["demo_decode"].PID))
+}
+
+func TestPIDReuseIsNotAdopted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config(t, dir)
+	// A recorded worker whose pid now belongs to another process (this test): same pid, other
+	// start time. It must be taken as dead and never signalled.
+	st := state{Version: stateVersion, Namespace: "demo", AppliedDecisionID: 4, Targets: poolCounts{Decode: 1},
+		Workers: []Worker{{Name: "demo_decode", Component: scaling.Decode, PID: os.Getpid(), StartTime: 1, GPUs: []int{0},
+			State: Ready, StartedAt: time.Now()}}}
+	require.NoError(t, writeState(cfg.StateFile, &st))
+	l := open(t, cfg, connectors.Targets{})
+	require.Equal(t, []string{"demo_decode:exited"}, names(l.Workers()))
+	require.NoError(t, l.Apply(context.Background(), 5, connectors.Targets{Decode: n(1)}))
+	settle(t, l)
+	ws := l.Workers()
+	require.Equal(t, []string{"demo_decode:ready"}, names(ws))
+	require.NotEqual(t, os.Getpid(), ws[0].PID)
+	require.Equal(t, []int{0}, ws[0].GPUs, "the dead worker's GPU is free")
+}
+
+func TestKilledWorkerIsNotReadyAndNotRestarted(t *testing.T) {
+	l := open(t, config(t, t.TempDir()), connectors.Targets{Decode: n(2)})
+	settle(t, l)
+	victim := byName(l.Workers())["demo_decode_1"]
+	require.NoError(t, syscall.Kill(victim.PID, syscall.SIGKILL))
+	start := time.Now()
+	require.Eventually(t, func() bool { return byName(l.Workers())["demo_decode_1"].State == Exited }, 5*time.Second, time.Millisecond)
+	t.Logf("exit of a child detected after %v", time.Since(start))
+	w := byName(l.Workers())["demo_decode_1"]
+	require.Equal(t, "signal: killed", w.ExitStatus)
+	require.NotNil(t, w.ExitedAt)
+
+	time.Sleep(100 * time.Millisecond) // five check intervals: still not restarted
+	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:exited"}, names(l.Workers()))
+	inv, err := l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, n(1), inv.ReadyDecode)
+	require.Equal(t, n(2), inv.ExpectedDecode)
+	require.False(t, inv.DecodeScalingInProgress)
+	require.Equal(t, 1, l.Failures(scaling.Decode))
+
+	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(2)}))
+	settle(t, l)
+	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:ready"}, names(l.Workers()))
+	require.NotEqual(t, victim.PID, byName(l.Workers())["demo_decode_1"].PID)
+}
+
+func TestStartTimeoutFails(t *testing.T) {
+	cfg := config(t, t.TempDir(), "--startup", "1h")
+	cfg.StartTimeout = 200 * time.Millisecond
+	l := open(t, cfg, connectors.Targets{Decode: n(1)})
+	pid := l.Workers()[0].PID
+	require.Eventually(t, func() bool {
+		w := l.Workers()[0]
+		return w.State == Failed && w.ExitedAt != nil
+	}, 5*time.Second, 5*time.Millisecond)
+	require.False(t, running(pid))
+	require.Equal(t, 1, l.Failures(scaling.Decode))
+	inv, err := l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, n(0), inv.ReadyDecode)
+	require.False(t, inv.DecodeScalingInProgress)
+}
+
+func TestStopAllLeavesNothingBehind(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config(t, dir, "--drain", "100ms", "--child")
+	l := open(t, cfg, connectors.Targets{Prefill: n(1), Decode: n(2)})
+	settle(t, l)
+	childRE := regexp.MustCompile(`child pid=(\d+)`)
+	var pids []int
+	for _, w := range l.Workers() {
+		pids = append(pids, w.PID)
+		m := childRE.FindStringSubmatch(logOf(t, w))
+		require.NotNil(t, m, "%s started its grandchild", w.Name)
+		child, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		require.True(t, running(child))
+		pids = append(pids, child)
+	}
+	require.Len(t, pids, 6)
+
+	start := time.Now()
+	require.NoError(t, l.StopAll(context.Background()))
+	t.Logf("StopAll of 3 workers (drain 100ms) took %v", time.Since(start))
+	for _, pid := range pids {
+		require.Eventually(t, func() bool { return !running(pid) }, 2*time.Second, 5*time.Millisecond, "pid %d left behind", pid)
+	}
+	require.Empty(t, l.Workers())
+	st, ok, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Empty(t, st.Workers)
+	require.Equal(t, poolCounts{}, st.Targets)
+	require.ErrorIs(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}), ErrClosed)
+}
+
+func TestStopAllKillsAtDeadline(t *testing.T) {
+	l := open(t, config(t, t.TempDir(), "--ignore-term"), connectors.Targets{Decode: n(1)})
+	settle(t, l)
+	pid := l.Workers()[0].PID
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	err := l.StopAll(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.False(t, running(pid))
+}
+
+func TestBadStateFile(t *testing.T) {
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"corrupt", "{not json", "is corrupt"},
+		{"truncated", `{"version":1,"namespace":"demo","workers":[{"name":"x"`, "is corrupt"},
+		{"other namespace", `{"version":1,"namespace":"other","workers":[]}`, `belongs to namespace "other"`},
+		{"unknown version", `{"version":9,"namespace":"demo"}`, "version 9"},
+		{"worker without pid", `{"version":1,"namespace":"demo","workers":[{"name":"demo_decode","component":"decode"}]}`, "is corrupt"},
+		{"unknown worker state", `{"version":1,"namespace":"demo","workers":[{"name":"demo_decode","component":"decode","pid":1,"state":"zombie"}]}`, `unknown state "zombie"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config(t, t.TempDir())
+			require.NoError(t, os.WriteFile(cfg.StateFile, []byte(tc.content), 0o600))
+			_, err := Open(cfg, connectors.Targets{Decode: n(1)})
+			require.ErrorContains(t, err, cfg.StateFile)
+			require.ErrorContains(t, err, tc.want)
+			data, err := os.ReadFile(cfg.StateFile)
+			require.NoError(t, err)
+			require.Equal(t, tc.content, string(data), "never replaced")
+			_, err = os.Stat(filepath.Join(filepath.Dir(cfg.StateFile), "logs"))
+			require.ErrorIs(t, err, os.ErrNotExist, "nothing started")
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		modify func(c *Config)
+		want   string
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"no namespace", func(c *Config) { c.Namespace = "" }, "namespace: required"},
+		{"bad namespace", func(c *Config) { c.Namespace = "a/b" }, `namespace "a/b"`},
+		{"no state file", func(c *Config) { c.StateFile = "" }, "state_file: required"},
+		{"duplicate gpu", func(c *Config) { c.GPUs = []int{0, 1, 1} }, "gpus: id 1 is listed twice"},
+		{"negative gpu", func(c *Config) { c.GPUs = []int{-1} }, "gpus: id -1 is negative"},
+		{"empty pool", func(c *Config) { c.GPUs = nil }, "gpus: the pool is empty"},
+		{"no pool", func(c *Config) { c.Prefill, c.Decode = ComponentConfig{}, ComponentConfig{} }, "at least one pool"},
+		{"unknown placeholder", func(c *Config) { c.Decode.Command = []string{"x", "{port}"} }, "decode.command[1]: unknown placeholder {port}"},
+		{"bad ready url", func(c *Config) { c.Prefill.ReadyURL = "http://{host}/" }, "prefill.ready_url: unknown placeholder {host}"},
+		{"cuda env", func(c *Config) { c.Decode.Env = map[string]string{"CUDA_VISIBLE_DEVICES": "0"} }, "set by the supervisor"},
+		{"negative gpus per worker", func(c *Config) { c.Decode.GPUsPerWorker = -2 }, "decode.gpus_per_worker -2 is negative"},
+		{"negative drain", func(c *Config) { c.DrainTimeout = -time.Second }, "drain_timeout -1s is negative"},
+		{"ready url without command", func(c *Config) { c.Prefill.Command = nil }, "prefill: ready_url or env set but no command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config(t, t.TempDir())
+			tc.modify(&cfg)
+			err := cfg.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			_, err = Open(cfg, connectors.Targets{})
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestParseGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		err  string
+	}{
+		{"0,1,2,3", []int{0, 1, 2, 3}, ""},
+		{"0-7", []int{0, 1, 2, 3, 4, 5, 6, 7}, ""},
+		{" 0-1, 4 ,6-6", []int{0, 1, 4, 6}, ""},
+		{"", nil, "no GPU id"},
+		{"a", nil, `"a" is not a GPU id`},
+		{"3-1", nil, "empty or negative"},
+		{"1-x", nil, `"1-x" is not a GPU id`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseGPUs(tc.in)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestProcStat(t *testing.T) {
+	st, err := readProcStat(os.Getpid())
+	require.NoError(t, err)
+	require.NotZero(t, st.startTime)
+	alive, err := processAlive(os.Getpid(), st.startTime)
+	require.NoError(t, err)
+	require.True(t, alive)
+	alive, err = processAlive(os.Getpid(), st.startTime+1)
+	require.NoError(t, err)
+	require.False(t, alive, "another start time is another process")
+	_, err = readProcStat(1 << 30)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
