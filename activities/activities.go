@@ -48,6 +48,7 @@ type Activities struct {
 	mu       sync.Mutex
 	planners map[string]plannerEntry
 	noops    map[string]connectors.Connector
+	hosted   map[string]Hosted
 }
 
 // Register registers every activity under its workflows.Activity* name.
@@ -172,7 +173,10 @@ func (a *Activities) Decide(ctx context.Context, req workflows.DecideRequest) (w
 
 // ObserveTraffic reads the traffic over the requested window (nil when no source: the
 // throughput loop then holds with no_traffic_data).
-func (a *Activities) ObserveTraffic(_ context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error) {
+func (a *Activities) ObserveTraffic(ctx context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error) {
+	if h, ok := a.hostedFor(req.Deployment); ok {
+		return observeHostedTraffic(ctx, h, req)
+	}
 	if a.Script == nil {
 		return nil, nil
 	}
@@ -181,6 +185,9 @@ func (a *Activities) ObserveTraffic(_ context.Context, req workflows.ObserveRequ
 
 // ObserveFPM reads the engines' latest FPMs and their capabilities.
 func (a *Activities) ObserveFPM(_ context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error) {
+	if h, ok := a.hostedFor(req.Deployment); ok {
+		return observeHostedFPM(h)
+	}
 	if a.Script == nil {
 		return workflows.FPMResult{}, nil
 	}
@@ -222,12 +229,19 @@ func (a *Activities) Apply(ctx context.Context, req workflows.ApplyRequest) erro
 	return nil
 }
 
-// connector returns the connector of a deployment. This worker drives the advisory (noop)
-// environment; kubernetes and local arrive with their issues, and virtual lives in the
-// workflow itself.
+// connector returns the connector of a deployment: the one this worker hosts for it (local),
+// else the advisory (noop) connector. Virtual lives in the workflow itself; kubernetes
+// arrives with its issue.
 func (a *Activities) connector(d workflows.Deployment, env config.Environment, prefill, decode int) (connectors.Connector, error) {
+	if h, ok := a.hostedFor(d); ok && h.Connector != nil {
+		return h.Connector, nil
+	}
+	if env == config.EnvLocal {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("this worker does not host deployment %s (environment local): "+
+			"start the planner with --host-task-queue naming the worker that runs its processes", d.WorkflowID()), workflows.ErrTypeUnavailable)
+	}
 	if env != config.EnvNoop {
-		return nil, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("environment %q has no connector in this worker (supported: noop; virtual runs in the workflow)", env))
+		return nil, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("environment %q has no connector in this worker (supported: noop, local when hosted; virtual runs in the workflow)", env))
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

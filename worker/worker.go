@@ -69,6 +69,11 @@ type Options struct {
 	Activities *activities.Activities
 	// Logger receives the worker's and the SDK's logs (slog.Default when nil).
 	Logger *slog.Logger
+	// HostTaskQueue, when set, is a second task queue this worker polls for the observe and
+	// apply activities of the deployments it hosts (Activities.Host).
+	HostTaskQueue string
+	// Started, when set, is called once the worker polls.
+	Started func()
 }
 
 // Register puts the planner workflow and its activities on a worker.
@@ -136,10 +141,22 @@ func Run(ctx context.Context, o Options) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %q: %w", o.TaskQueue, err)
 	}
+	defer w.Stop()
 	logger.Info("planner worker polling", "task_queue", o.TaskQueue)
+	if o.HostTaskQueue != "" && o.HostTaskQueue != o.TaskQueue {
+		hw := sdkworker.New(c, o.HostTaskQueue, sdkworker.Options{})
+		o.Activities.Register(hw)
+		if err := hw.Start(); err != nil {
+			return fmt.Errorf("start worker on host task queue %q: %w", o.HostTaskQueue, err)
+		}
+		defer hw.Stop()
+		logger.Info("hosting deployments", "host_task_queue", o.HostTaskQueue)
+	}
+	if o.Started != nil {
+		o.Started()
+	}
 	<-ctx.Done()
 	logger.Info("stopping the worker")
-	w.Stop()
 	if srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -61,9 +61,9 @@ const (
 	SearchAttributeMode       = "PlannerMode"
 )
 
-// SupportedEnvironments are the environments this build's workers can serve (kubernetes and
-// local arrive with their connectors).
-var SupportedEnvironments = []string{string(config.EnvNoop), string(config.EnvVirtual)}
+// SupportedEnvironments are the environments this build's workers can serve (local needs a
+// worker that hosts the deployment's processes; kubernetes arrives with its connector).
+var SupportedEnvironments = []string{string(config.EnvNoop), string(config.EnvVirtual), string(config.EnvLocal)}
 
 // SupportedEnvironment reports whether this build's workers serve env.
 func SupportedEnvironment(env config.Environment) bool {
@@ -117,6 +117,10 @@ type Input struct {
 	// MaxTicksPerRun continues as new after this many ticks even if the server does not ask
 	// (0: only when the server suggests it).
 	MaxTicksPerRun int `json:"max_ticks_per_run,omitempty"`
+	// HostTaskQueue, when set, is the task queue of the worker that hosts the deployment's
+	// connector and FPM subscriber (the local connector's processes live on one machine): the
+	// observe and apply activities go there; Init and Decide stay on the workflow's queue.
+	HostTaskQueue string `json:"host_task_queue,omitempty"`
 	// State is the state carried by Continue-As-New (nil on a first start).
 	State *State `json:"state,omitempty"`
 }

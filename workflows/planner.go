@@ -87,7 +87,7 @@ func newRun(ctx workflow.Context, in Input) (*run, error) {
 		return nil, errors.New("ack_timeout_seconds must be >= 0")
 	}
 	r.st = &State{LogicVersion: LogicVersion, Deployment: in.Deployment, Config: cfg, InitialPrefill: in.InitialPrefill,
-		InitialDecode: in.InitialDecode, AckTimeoutSeconds: ack, Runs: 1}
+		InitialDecode: in.InitialDecode, AckTimeoutSeconds: ack, HostTaskQueue: in.HostTaskQueue, Runs: 1}
 	if cfg.Environment == config.EnvVirtual {
 		v := virtual.NewState(in.InitialPrefill, in.InitialDecode)
 		r.st.Virtual = &v
@@ -492,7 +492,7 @@ func (r *run) activity(name, summary string, timeout time.Duration, attempts int
 // startActivity schedules a regular activity with a timeout and attempts.
 func (r *run) startActivity(name, summary string, timeout time.Duration, attempts int32, req any) workflow.Future {
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: timeout, Summary: summary,
+		TaskQueue: r.st.HostTaskQueue, StartToCloseTimeout: timeout, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: attempts,
 			NonRetryableErrorTypes: []string{ErrTypeInvalidTargets, ErrTypeStaleDecision, ErrTypeBadConfig}},
 	})

@@ -36,6 +36,9 @@ type State struct {
 	InitialDecode  int `json:"initial_decode"`
 	// AckTimeoutSeconds is the virtual connector's acknowledgement timeout.
 	AckTimeoutSeconds float64 `json:"ack_timeout_seconds"`
+	// HostTaskQueue is the task queue of the worker hosting the connector and the FPM
+	// subscriber ("" = the workflow's own queue).
+	HostTaskQueue string `json:"host_task_queue,omitempty"`
 	// Ticks counts every tick since the planner started (across runs); Runs counts the runs
 	// (Continue-As-New).
 	Ticks int64 `json:"ticks"`

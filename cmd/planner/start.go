@@ -37,6 +37,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	initialDecode := fs.Int("initial-decode", -1, "decode (or aggregated) replicas running now; -1: the minimum endpoints")
 	ackTimeout := fs.Duration("ack-timeout", 1800*time.Second, "virtual environment: publish a new decision anyway after waiting this long for an acknowledgement")
 	maxTicks := fs.Int("max-ticks-per-run", 0, "continue as new after this many ticks (0: when the server suggests it); for tests")
+	hostQueue := fs.String("host-task-queue", "", "task queue of the worker hosting the deployment's connector and metrics (required for environment local)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner start -f config.yaml --deployment <namespace>/<name> [flags]")
 		fmt.Fprintln(stderr, "\nStarts the planner workflow planner/<namespace>/<name>, or, when it runs already, replaces its")
@@ -61,6 +62,9 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !workflows.SupportedEnvironment(cfg.Environment) {
 		return fmt.Errorf("environment %q has no connector in this build yet (supported: %s); the planner would only log that it cannot read the deployment",
 			cfg.Environment, strings.Join(workflows.SupportedEnvironments, ", "))
+	}
+	if cfg.Environment == config.EnvLocal && *hostQueue == "" {
+		return fmt.Errorf("environment local needs --host-task-queue: the task queue of the worker (planner worker --host ...) that runs the deployment's processes")
 	}
 	if *ackTimeout <= 0 {
 		return fmt.Errorf("--ack-timeout must be positive, got %s", *ackTimeout)
@@ -115,7 +119,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		)
 	}
 	in := workflows.Input{Deployment: d, Config: cfg, InitialPrefill: *initialPrefill, InitialDecode: *initialDecode,
-		AckTimeoutSeconds: ackTimeout.Seconds(), MaxTicksPerRun: *maxTicks}
+		AckTimeoutSeconds: ackTimeout.Seconds(), MaxTicksPerRun: *maxTicks, HostTaskQueue: *hostQueue}
 	startOp := c.NewWithStartWorkflowOperation(sw, workflows.WorkflowName, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: startOp,

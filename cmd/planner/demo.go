@@ -1,0 +1,578 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/llmplanner/planner/activities"
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/loadgen"
+	"github.com/llmplanner/planner/worker"
+	"github.com/llmplanner/planner/workflows"
+)
+
+//go:embed demodata
+var demoData embed.FS
+
+func init() {
+	register(command{
+		name:    "demo",
+		summary: "run the whole system on this machine: Temporal, a worker, simulated engines and frontend, a real trace",
+		run:     runDemo,
+	})
+}
+
+// demoConfig is the planner configuration of the demo deployment (SLA target, both loops).
+// The load loop reacts every 5 s to the engines' FPMs; the throughput loop sizes the pools
+// every 30 s from the frontend's traffic, predicted with ARIMA.
+const demoConfig = `
+mode: disagg
+environment: local
+namespace: demo
+backend: mocker
+optimization_target: sla
+ttft_ms: 300
+itl_ms: 10
+enable_load_scaling: true
+load_adjustment_interval: 5
+enable_throughput_scaling: true
+throughput_adjustment_interval: 30
+load_predictor: arima
+max_gpu_budget: 12
+min_endpoint: 1
+model_name: nvidia/Llama-3.1-8B-Instruct-FP8
+`
+
+type demoOptions struct {
+	out          string
+	temporalCLI  string
+	duration     time.Duration
+	startupDelay time.Duration
+	trace        string
+	traceFrom    time.Duration
+	traceLength  time.Duration
+	gpus         int
+	configFile   string
+	tail         time.Duration
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	var o demoOptions
+	fset.StringVar(&o.out, "out", "demo-out", "folder for logs, the engines' state file and the report")
+	fset.StringVar(&o.temporalCLI, "temporal", "", "temporal CLI for the dev server (default: .tools/bin/temporal, then PATH); unused when a server answers at TEMPORAL_ADDRESS or 127.0.0.1:7233")
+	fset.DurationVar(&o.duration, "duration", 3*time.Minute, "wall time of the trace replay (the trace is compressed to fit: its rate rises accordingly)")
+	fset.DurationVar(&o.startupDelay, "startup-delay", 10*time.Second, "simulated start-up time of a new engine (model load)")
+	fset.DurationVar(&o.tail, "tail", 15*time.Second, "keep watching this long after the replay, to see the planner scale down")
+	fset.StringVar(&o.trace, "trace", "", "trace to replay (Mooncake JSONL or Azure CSV); default: the bundled Azure LLM inference trace (code, 2023)")
+	fset.DurationVar(&o.traceFrom, "trace-from", 0, "start this far into the trace")
+	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
+	fset.IntVar(&o.gpus, "gpus", 12, "simulated GPUs the local connector hands out")
+	fset.StringVar(&o.configFile, "config", "", "planner config (YAML/JSON) instead of the built-in one; environment must be local")
+	fset.Usage = func() {
+		fmt.Fprintln(stderr, "usage: planner demo [flags]")
+		fmt.Fprintln(stderr, "\nStarts (or reuses) a Temporal dev server, a planner worker, a simulated disaggregated deployment")
+		fmt.Fprintln(stderr, "(frontend + prefill and decode engines supervised by the local connector) and replays a real")
+		fmt.Fprintln(stderr, "trace against it. Prints a line per planner tick; writes an HTML report at the end.")
+		fset.PrintDefaults()
+	}
+	if err := fset.Parse(args); err != nil || fset.NArg() > 0 {
+		if err == nil {
+			fset.Usage()
+		}
+		return errUsage
+	}
+	if o.duration < 20*time.Second {
+		return fmt.Errorf("--duration %s is too short to see the planner work (at least 20s)", o.duration)
+	}
+	d := &demo{o: o, stdout: stdout, started: time.Now()}
+	defer d.cleanup()
+	err := d.run(ctx)
+	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
+		d.say("interrupted: stopping everything")
+		return nil
+	}
+	return err
+}
+
+// demo is one run of the demo: what it started, to stop it all at the end.
+type demo struct {
+	o        demoOptions
+	stdout   io.Writer
+	started  time.Time
+	self     string
+	logger   *slog.Logger
+	logFile  *os.File
+	cleanups []func()
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.stdout, "[%5.1fs] %s\n", time.Since(d.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) atExit(f func()) { d.cleanups = append(d.cleanups, f) }
+
+func (d *demo) cleanup() {
+	for i := len(d.cleanups) - 1; i >= 0; i-- {
+		d.cleanups[i]()
+	}
+	if d.logFile != nil {
+		_ = d.logFile.Close()
+	}
+}
+
+func (d *demo) run(ctx context.Context) error {
+	o := d.o
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("output folder: %w", err)
+	}
+	out, err := filepath.Abs(o.out)
+	if err != nil {
+		return err
+	}
+	d.o.out = out
+	if d.self, err = os.Executable(); err != nil {
+		return fmt.Errorf("locate the planner binary: %w", err)
+	}
+	d.logFile, err = os.Create(filepath.Join(out, "planner.log"))
+	if err != nil {
+		return err
+	}
+	d.logger = slog.New(slog.NewTextHandler(d.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d.say("planner demo: output in %s (logs: planner.log, logs/*.log)", out)
+
+	// Inputs: the profile the engines simulate and the planner bootstraps from, the trace,
+	// and the planner config.
+	profileDir := filepath.Join(out, "profile")
+	if err := writeEmbedded("demodata/profile", profileDir); err != nil {
+		return err
+	}
+	reqs, traceName, err := d.loadTrace()
+	if err != nil {
+		return err
+	}
+	cfg, err := d.plannerConfig(profileDir)
+	if err != nil {
+		return err
+	}
+	span := reqs[len(reqs)-1].Arrival
+	speedup := span / o.duration.Seconds()
+	d.say("trace: %s, %d requests over %.0f s, replayed at %.1fx (%.1f req/s on average)",
+		traceName, len(reqs), span, speedup, float64(len(reqs))/o.duration.Seconds())
+
+	// Temporal.
+	addr, err := d.temporal(ctx)
+	if err != nil {
+		return err
+	}
+
+	// The simulated deployment: a frontend process, then engines under the local connector.
+	frontendURL, err := d.startFrontend(ctx)
+	if err != nil {
+		return err
+	}
+	dep := workflows.Deployment{Namespace: "demo", Name: "llama"}
+	host, err := startLocalHost(ctx, localHostOptions{
+		Deployment: dep, Out: out, Self: d.self, GPUs: o.gpus, FrontendURL: frontendURL, ProfileDir: profileDir,
+		StartupDelay: o.startupDelay, Model: *cfg.ModelName, Logger: d.logger,
+		Initial: [2]int{cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints()},
+	})
+	if err != nil {
+		return err
+	}
+	d.atExit(func() {
+		d.say("stopping the engines (SIGTERM: they drain for at most 15 s)")
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := host.Stop(sctx); err != nil {
+			d.say("stopping the engines: %v", err)
+		}
+	})
+	d.say("local connector: %d prefill + %d decode engines starting (start-up delay %s), GPU pool of %d",
+		cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+	if err := host.WaitReady(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	d.say("engines ready and registered with the frontend")
+
+	// The planner worker, in this process, hosting the deployment.
+	acts := &activities.Activities{Logger: d.logger}
+	acts.Host(dep, host.Hosted())
+	hostQueue := fmt.Sprintf("planner-demo-host-%d", os.Getpid())
+	wctx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan error, 1)
+	workerUp := make(chan struct{})
+	go func() {
+		workerDone <- worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, HostTaskQueue: hostQueue, MetricsAddress: "",
+			Activities: acts, Logger: d.logger, Started: func() { close(workerUp) }})
+	}()
+	d.atExit(func() {
+		stopWorker()
+		<-workerDone
+	})
+	select {
+	case <-workerUp:
+	case err := <-workerDone:
+		return fmt.Errorf("planner worker: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: quietSDKLogger{}})
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	d.atExit(c.Close)
+	in := workflows.Input{Deployment: dep, Config: cfg, InitialPrefill: cfg.PrefillMinEndpoints(), InitialDecode: cfg.DecodeMinEndpoints(),
+		HostTaskQueue: hostQueue}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: dep.WorkflowID(), TaskQueue: workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+		StaticSummary:            "planner demo: simulated disaggregated deployment on the local connector",
+	}, workflows.WorkflowName, in)
+	if err != nil {
+		return fmt.Errorf("start the planner workflow: %w", err)
+	}
+	d.atExit(func() {
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "demo finished")
+	})
+	ui := "http://127.0.0.1:8233"
+	if addr != "127.0.0.1:7233" {
+		ui = "(the Web UI of " + addr + ")"
+	}
+	d.say("planner workflow %s started; Web UI: %s/namespaces/default/workflows/%s",
+		dep.WorkflowID(), ui, strings.ReplaceAll(dep.WorkflowID(), "/", "%2F"))
+
+	// Replay the trace and watch the planner.
+	rec := newDemoRecorder(cfg, speedup)
+	mon := &demoMonitor{d: d, c: c, dep: dep, rec: rec, host: host}
+	mctx, stopMonitor := context.WithCancel(ctx)
+	monDone := make(chan struct{})
+	go func() { mon.run(mctx); close(monDone) }()
+	d.say("replaying the trace for %s; one line per planner tick:", o.duration)
+	fmt.Fprintln(d.stdout, demoHeader)
+	sum, err := loadgen.Run(ctx, reqs, loadgen.Options{URL: frontendURL, Speedup: speedup, OnSent: rec.addSent, OnResult: rec.add})
+	// A short tail shows the planner scaling back down once the traffic is gone.
+	if err == nil && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.tail):
+		}
+	}
+	stopMonitor()
+	<-monDone
+	if err != nil {
+		return err
+	}
+	rec.finish()
+	d.say("replay done: %d requests sent, %d succeeded, %d failed, %d sent late, in %s",
+		sum.Sent, sum.Succeeded, sum.Failed, sum.Late, sum.Wall.Round(time.Second))
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	report := filepath.Join(out, "report.html")
+	summary := rec.summary(mon.ticks, mon.decisions)
+	for _, line := range summary {
+		fmt.Fprintln(d.stdout, "  "+line)
+	}
+	if err := rec.writeReport(report, traceName, mon); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rec.machineSummary(mon.ticks, mon.decisions), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "summary.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	d.say("report: %s (open it in a browser; it needs no network)", report)
+	return nil
+}
+
+// loadTrace reads the trace to replay and cuts the requested window.
+func (d *demo) loadTrace() ([]predict.Request, string, error) {
+	path, name := d.o.trace, d.o.trace
+	if path == "" {
+		path, name = filepath.Join(d.o.out, "azure_code_2023.csv"), "Azure LLM inference trace, code, 2023 (bundled)"
+		if err := gunzipEmbedded("demodata/azure_code_2023.csv.gz", path); err != nil {
+			return nil, "", err
+		}
+	}
+	reqs, err := predict.ReadTrace(path)
+	if err != nil {
+		return nil, "", err
+	}
+	reqs = loadgen.Window(reqs, d.o.traceFrom.Seconds(), d.o.traceLength.Seconds())
+	if len(reqs) < 2 {
+		return nil, "", fmt.Errorf("trace %s: fewer than 2 requests in the chosen window", name)
+	}
+	return reqs, name, nil
+}
+
+// plannerConfig loads the planner configuration (built in, or --config).
+func (d *demo) plannerConfig(profileDir string) (config.Config, error) {
+	src := d.o.configFile
+	if src == "" {
+		src = filepath.Join(d.o.out, "planner.yaml")
+		if err := os.WriteFile(src, []byte(strings.TrimSpace(demoConfig)+"\n"), 0o644); err != nil {
+			return config.Config{}, err
+		}
+	}
+	cfg, err := config.Load(src, func(string) (string, bool) { return "", false })
+	if err != nil {
+		return config.Config{}, err
+	}
+	if cfg.Environment != config.EnvLocal {
+		return config.Config{}, fmt.Errorf("%s: the demo runs environment local, not %q", src, cfg.Environment)
+	}
+	if cfg.Mode != config.ModeDisagg {
+		return config.Config{}, fmt.Errorf("%s: the demo runs a disaggregated deployment (mode disagg), not %q", src, cfg.Mode)
+	}
+	if d.o.configFile == "" || cfg.ProfileResultsDir == config.Default().ProfileResultsDir {
+		cfg.ProfileResultsDir = profileDir
+	}
+	if cfg.ModelName == nil || *cfg.ModelName == "" {
+		m := "nvidia/Llama-3.1-8B-Instruct-FP8"
+		cfg.ModelName = &m
+	}
+	return cfg, nil
+}
+
+// temporal finds a running Temporal server or starts a dev server; it returns its address.
+func (d *demo) temporal(ctx context.Context) (string, error) {
+	addr := os.Getenv("TEMPORAL_ADDRESS")
+	if addr == "" {
+		addr = "127.0.0.1:7233"
+	}
+	if temporalAnswers(ctx, addr) {
+		d.say("Temporal: using the server at %s", addr)
+		return addr, nil
+	}
+	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+		return "", fmt.Errorf("TEMPORAL_ADDRESS=%s does not answer", addr)
+	}
+	cli := d.o.temporalCLI
+	if cli == "" {
+		for _, c := range []string{filepath.Join(".tools", "bin", "temporal"), filepath.Join(filepath.Dir(d.self), "temporal")} {
+			if _, err := os.Stat(c); err == nil {
+				cli = c
+				break
+			}
+		}
+	}
+	if cli == "" {
+		p, err := exec.LookPath("temporal")
+		if err != nil {
+			return "", errors.New("no Temporal server at 127.0.0.1:7233 and no temporal CLI to start one: run 'make demo' (it builds the CLI) or 'make temporal-cli'")
+		}
+		cli = p
+	}
+	if portBusy("127.0.0.1:8233") {
+		return "", errors.New("port 8233 (the Temporal Web UI) is taken by something that is not a Temporal server at 7233: free it or set TEMPORAL_ADDRESS")
+	}
+	d.say("Temporal: starting a dev server (%s) on 127.0.0.1:7233, Web UI on http://127.0.0.1:8233", cli)
+	cmd := exec.Command(cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", "7233", "--ui-ip", "127.0.0.1", "--ui-port", "8233",
+		"--db-filename", filepath.Join(d.o.out, "temporal.db"), "--log-level", "error",
+		"--search-attribute", workflows.SearchAttributeDeployment+"=Keyword", "--search-attribute", workflows.SearchAttributeMode+"=Keyword")
+	logf, err := os.Create(filepath.Join(d.o.out, "temporal.log"))
+	if err != nil {
+		return "", err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logf.Close() }()
+	d.atExit(func() {
+		d.say("stopping the Temporal dev server")
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !temporalAnswers(ctx, "127.0.0.1:7233") {
+		select {
+		case err := <-exited:
+			return "", fmt.Errorf("the Temporal dev server exited (%v): see %s", err, filepath.Join(d.o.out, "temporal.log"))
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("the Temporal dev server did not answer within 60 s")
+		}
+	}
+	return "127.0.0.1:7233", nil
+}
+
+// temporalAnswers reports whether a Temporal frontend answers a health check at addr.
+func temporalAnswers(ctx context.Context, addr string) bool {
+	if !portBusy(addr) {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: quietSDKLogger{}})
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_, err = c.CheckHealth(cctx, &client.CheckHealthRequest{})
+	return err == nil
+}
+
+func portBusy(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+// startFrontend runs `planner frontend` as a child process on a free port.
+func (d *demo) startFrontend(ctx context.Context) (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	logDir := filepath.Join(d.o.out, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return "", err
+	}
+	logf, err := os.Create(filepath.Join(logDir, "frontend.log"))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", "disagg")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", fmt.Errorf("start the frontend: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logf.Close() }()
+	d.atExit(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(12 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			return "", fmt.Errorf("the frontend exited (%v): see logs/frontend.log", err)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("the frontend did not answer within 20 s")
+		}
+	}
+	d.say("frontend: %s (dynamo_frontend_* metrics on %s/metrics)", url, url)
+	return url, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// writeEmbedded copies an embedded folder to dir.
+func writeEmbedded(src, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := fs.ReadDir(demoData, src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := demoData.ReadFile(src + "/" + e.Name())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gunzipEmbedded writes an embedded gzip file, decompressed, to path.
+func gunzipEmbedded(src, path string) error {
+	f, err := demoData.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		out.Close()
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	return out.Close()
+}
+
+// quietSDKLogger drops the Temporal SDK's client logs (the demo prints its own lines).
+type quietSDKLogger struct{}
+
+func (quietSDKLogger) Debug(string, ...any) {}
+func (quietSDKLogger) Info(string, ...any)  {}
+func (quietSDKLogger) Warn(string, ...any)  {}
+func (quietSDKLogger) Error(string, ...any) {}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/internal/temporaltest"
+)
+
+// writeStepTrace writes a Mooncake-format trace: low, then a step of high load, then low
+// again, ISL 2000 / OSL 20.
+func writeStepTrace(t *testing.T, path string, phases [][2]float64) float64 {
+	t.Helper()
+	var b strings.Builder
+	at := 0.0
+	for _, ph := range phases {
+		seconds, rate := ph[0], ph[1]
+		n := int(seconds * rate)
+		for i := range n {
+			fmt.Fprintf(&b, "{\"timestamp\": %d, \"input_length\": 2000, \"output_length\": 20}\n", int((at+float64(i)/rate)*1000))
+		}
+		at += seconds
+	}
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	return at
+}
+
+// TestDemoEndToEnd runs a short `planner demo` on a real Temporal dev server: simulated
+// engines publish FPMs over ZeroMQ, the frontend's metrics are scraped, the planner workflow
+// decides, and the local connector starts and drains engine processes. Under a load step the
+// prefill pool must grow, and after it shrink back to one replica; every request must succeed
+// and no process may be left behind.
+func TestDemoEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end demo: skipped with -short")
+	}
+	bin, err := buildPlanner()
+	require.NoError(t, err)
+	srv := temporaltest.Start(t)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "step.jsonl")
+	span := writeStepTrace(t, trace, [][2]float64{{8, 4}, {22, 70}, {30, 3}})
+	cfg := filepath.Join(dir, "planner.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`
+mode: disagg
+environment: local
+optimization_target: sla
+ttft_ms: 300
+itl_ms: 50
+enable_load_scaling: true
+load_adjustment_interval: 2
+enable_throughput_scaling: false
+max_gpu_budget: 8
+min_endpoint: 1
+`), 0o644))
+	out := filepath.Join(dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "demo", "--out", out, "--trace", trace, "--trace-length", "0",
+		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8")
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.HostPort)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	output, err := cmd.CombinedOutput()
+	t.Logf("planner demo (%s):\n%s", time.Since(start).Round(time.Second), output)
+	require.NoError(t, err)
+
+	data, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	require.NoError(t, err)
+	var sum demoSummary
+	require.NoError(t, json.Unmarshal(data, &sum))
+	require.Equal(t, len(strings.Split(strings.TrimSpace(readFile(t, trace)), "\n")), sum.Requests)
+	require.Zero(t, sum.Failed, "every request is served")
+	require.GreaterOrEqual(t, sum.PeakPrefill, 2, "the load step scales prefill up")
+	require.NotEmpty(t, sum.Timeline)
+	last := sum.Timeline[len(sum.Timeline)-1]
+	require.Equal(t, 1, last.ReadyPrefill, "after the step, prefill is back at its minimum")
+	scaledUp, scaledDown := false, false
+	for _, tk := range sum.Timeline {
+		scaledUp = scaledUp || strings.Contains(tk.Decision, "scale_up")
+		scaledDown = scaledDown || strings.Contains(tk.Decision, "scale_down")
+	}
+	require.True(t, scaledUp, "a load tick decided scale_up")
+	require.True(t, scaledDown, "a load tick decided scale_down")
+	require.FileExists(t, filepath.Join(out, "report.html"))
+
+	// Nothing is left running: every worker recorded in the local connector's state is gone.
+	var state struct {
+		Workers []struct {
+			PID int `json:"pid"`
+		} `json:"workers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(out, "local-state.json"))), &state))
+	require.Empty(t, state.Workers)
+	pids, err := exec.Command("pgrep", "-f", out).Output()
+	require.Empty(t, strings.TrimSpace(string(pids)), "processes left behind: %s (err %v)", pids, err)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
+}

@@ -1,0 +1,272 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/llmplanner/planner/sim/engineapi"
+	"github.com/llmplanner/planner/sim/loadgen"
+)
+
+// Mode is how the frontend serves a request.
+type Mode string
+
+// Modes.
+const (
+	// Disaggregated sends the prompt to a prefill engine, then the generation to a decode
+	// engine after the KV-transfer delay.
+	Disaggregated Mode = "disagg"
+	// Aggregated sends the whole request to one aggregated engine.
+	Aggregated Mode = "agg"
+)
+
+// Options configure a Frontend.
+type Options struct {
+	Model     string
+	Namespace string
+	Mode      Mode
+	// EngineTTL is how long an engine stays routable after its last heartbeat (default 3 s).
+	EngineTTL time.Duration
+	// RequestTimeout bounds one engine call (default 5 minutes).
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Frontend routes requests to registered engines — the least-loaded routable engine of the
+// needed role, counted by the frontend's own in-flight requests — and records Dynamo's
+// frontend metrics. It is an http.Handler serving /v1/completions, /v1/engines, /metrics and
+// /healthz.
+type Frontend struct {
+	o       Options
+	metrics *Metrics
+	reg     *prometheus.Registry
+	client  *http.Client
+	mux     *http.ServeMux
+	now     func() time.Time
+	seq     atomic.Uint64
+
+	mu      sync.Mutex
+	engines map[string]*engineEntry
+}
+
+type engineEntry struct {
+	reg      engineapi.Registration
+	lastSeen time.Time
+	inflight atomic.Int64
+}
+
+// New builds a frontend.
+func New(o Options) (*Frontend, error) {
+	if o.Model == "" || o.Namespace == "" {
+		return nil, errors.New("frontend: model and namespace are required")
+	}
+	switch o.Mode {
+	case Disaggregated, Aggregated:
+	default:
+		return nil, fmt.Errorf("frontend: mode %q: want disagg or agg", o.Mode)
+	}
+	if o.EngineTTL <= 0 {
+		o.EngineTTL = 3 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, o.Model, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	f := &Frontend{o: o, metrics: m, reg: reg, client: engineapi.NewClient(o.RequestTimeout), now: time.Now,
+		engines: map[string]*engineEntry{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", f.serveCompletion)
+	mux.HandleFunc("POST "+engineapi.PathEngines, f.serveRegister)
+	mux.HandleFunc("GET "+engineapi.PathEngines, f.serveEngines)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET "+engineapi.PathHealth, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	f.mux = mux
+	return f, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
+
+// Registry is the frontend's metrics registry.
+func (f *Frontend) Registry() *prometheus.Registry { return f.reg }
+
+// EngineStatus is one registered engine as the frontend sees it.
+type EngineStatus struct {
+	engineapi.Registration
+	Routable bool  `json:"routable"`
+	Inflight int64 `json:"inflight"`
+	AgeMs    int64 `json:"age_ms"`
+}
+
+// Engines lists the registered engines, sorted by name.
+func (f *Frontend) Engines() []EngineStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	out := make([]EngineStatus, 0, len(f.engines))
+	for _, e := range f.engines {
+		age := now.Sub(e.lastSeen)
+		out = append(out, EngineStatus{Registration: e.reg, Routable: !e.reg.Draining && age <= f.o.EngineTTL,
+			Inflight: e.inflight.Load(), AgeMs: age.Milliseconds()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (f *Frontend) serveEngines(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, f.Engines())
+}
+
+func (f *Frontend) serveRegister(w http.ResponseWriter, r *http.Request) {
+	var reg engineapi.Registration
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&reg); err != nil {
+		http.Error(w, "bad registration: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := reg.Validate(); err != nil {
+		http.Error(w, "bad registration: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	e, ok := f.engines[reg.Name]
+	if !ok {
+		e = &engineEntry{}
+		f.engines[reg.Name] = e
+		f.o.Logger.Info("engine registered", "name", reg.Name, "role", reg.Role, "url", reg.URL)
+	} else if reg.Draining && !e.reg.Draining {
+		f.o.Logger.Info("engine draining", "name", reg.Name)
+	}
+	e.reg, e.lastSeen = reg, f.now()
+	f.mu.Unlock()
+	writeJSON(w, map[string]string{"status": "ok"})
+}
+
+// pick returns the routable engine of a role with the fewest in-flight requests (nil: none)
+// and counts the request against it.
+func (f *Frontend) pick(role string) *engineEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	var best *engineEntry
+	for _, e := range f.engines {
+		if e.reg.Role != role || e.reg.Draining || now.Sub(e.lastSeen) > f.o.EngineTTL {
+			continue
+		}
+		if best == nil || e.inflight.Load() < best.inflight.Load() ||
+			(e.inflight.Load() == best.inflight.Load() && e.reg.Name < best.reg.Name) {
+			best = e
+		}
+	}
+	if best != nil {
+		best.inflight.Add(1)
+	}
+	return best
+}
+
+// errNoEngine is a request the frontend cannot route.
+type errNoEngine struct{ role string }
+
+func (e errNoEngine) Error() string { return "no routable " + e.role + " engine" }
+
+func (f *Frontend) call(ctx context.Context, role string, req engineapi.GenerateRequest) (engineapi.GenerateResponse, error) {
+	e := f.pick(role)
+	if e == nil {
+		return engineapi.GenerateResponse{}, errNoEngine{role}
+	}
+	defer e.inflight.Add(-1)
+	var resp engineapi.GenerateResponse
+	if err := engineapi.PostJSON(ctx, f.client, e.reg.URL+engineapi.PathGenerate, req, &resp); err != nil {
+		return resp, fmt.Errorf("%s engine %s: %w", role, e.reg.Name, err)
+	}
+	return resp, nil
+}
+
+func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {
+	start := f.now()
+	var cr loadgen.CompletionRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&cr); err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if cr.ISL <= 0 || cr.OSL <= 0 {
+		http.Error(w, fmt.Sprintf("bad request: isl (%d) and osl (%d) must be > 0", cr.ISL, cr.OSL), http.StatusBadRequest)
+		return
+	}
+	f.metrics.RequestStarted()
+	out, err := f.complete(r.Context(), cr, start)
+	if err != nil {
+		f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL, Duration: f.now().Sub(start), Err: true})
+		code := http.StatusBadGateway
+		var ne errNoEngine
+		if errors.As(err, &ne) {
+			code = http.StatusServiceUnavailable
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL,
+		TTFT: time.Duration(out.TTFTMs * float64(time.Millisecond)), Duration: time.Duration(out.DurationMs * float64(time.Millisecond))})
+	writeJSON(w, out)
+}
+
+func (f *Frontend) complete(ctx context.Context, cr loadgen.CompletionRequest, start time.Time) (loadgen.CompletionResponse, error) {
+	id := strconv.FormatUint(f.seq.Add(1), 10)
+	ms := func(t time.Time) float64 { return float64(t.Sub(start)) / float64(time.Millisecond) }
+	if f.o.Mode == Aggregated {
+		resp, err := f.call(ctx, engineapi.RoleAggregated, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhaseFull, ISL: cr.ISL, OSL: cr.OSL})
+		if err != nil {
+			return loadgen.CompletionResponse{}, err
+		}
+		return loadgen.CompletionResponse{TTFTMs: ms(engineapi.UnixNano(resp.FirstTokenUnixNano)),
+			DurationMs: ms(engineapi.UnixNano(resp.FinishedUnixNano)), DecodeWorker: resp.Worker}, nil
+	}
+	pre, err := f.call(ctx, engineapi.RolePrefill, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhasePrefill, ISL: cr.ISL, OSL: cr.OSL})
+	if err != nil {
+		return loadgen.CompletionResponse{}, err
+	}
+	out := loadgen.CompletionResponse{TTFTMs: ms(engineapi.UnixNano(pre.FirstTokenUnixNano)), PrefillWorker: pre.Worker}
+	if cr.OSL == 1 {
+		out.DurationMs = out.TTFTMs
+		return out, nil
+	}
+	// The decode engine can start once the KV cache has arrived.
+	if d := time.Duration(pre.HandoffDelayMs * float64(time.Millisecond)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, ctx.Err()
+		case <-t.C:
+		}
+	}
+	dec, err := f.call(ctx, engineapi.RoleDecode, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhaseDecode, ISL: cr.ISL, OSL: cr.OSL})
+	if err != nil {
+		return out, err
+	}
+	out.DurationMs, out.DecodeWorker = ms(engineapi.UnixNano(dec.FinishedUnixNano)), dec.Worker
+	return out, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
