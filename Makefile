@@ -18,13 +18,17 @@ help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: ## Run the end-to-end demo (not built yet: lands with the demo issue).
-	@echo "make demo: the demo is not built yet (it lands with the simulated-deployment issue)."
-	@echo "Until then: 'make test' runs everything that exists, 'make bench' prints the core's numbers."
-	@exit 1
+demo: deps $(TOOLS)/temporal ## The whole system on this machine for ~3 minutes: Temporal, worker, simulated engines, a real trace; report in demo-out/.
+	@echo "== building the planner binary"
+	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
+	$(TOOLS)/planner demo --temporal $(TOOLS)/temporal --out demo-out
+
+.PHONY: deps
+deps: ## Install the Debian packages the build and tests need (libzmq3-dev, pkg-config, prometheus), if missing.
+	@scripts/apt-deps
 
 .PHONY: test
-test: lint $(TOOLS)/temporal ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
+test: deps lint $(TOOLS)/temporal ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
 	$(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: lint
@@ -35,12 +39,13 @@ lint: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck ## gofmt, go vet, staticcheck,
 	$(TOOLS)/workflowcheck ./workflows/...
 
 .PHONY: bench
-bench: ## Benchmarks of the core (Decide, ARIMA fit, every predictor, perf model).
-	$(GO) test -run '^$$' -bench . -benchmem $(PURE_PKGS)
+bench: ## Benchmarks: the core (Decide, ARIMA fit, predictors, perf model), FPM decode/ingest and sockets, the engine model.
+	$(GO) test -run '^$$' -bench . -benchmem $(PURE_PKGS) ./observe/ ./sim/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the config loader for 30 s per target.
+fuzz: ## Fuzz the config loader and the FPM decoder for 30 s each.
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./config
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFPM -fuzztime 30s ./observe
 
 .PHONY: eval-predictors
 eval-predictors: ## Next-interval MAPE of every predictor on every shared trace (60 s and 180 s buckets).
@@ -74,5 +79,6 @@ $(TOOLS)/workflowcheck:
 $(TOOLS)/temporal:
 	@mkdir -p $(TOOLS)
 	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) from the Go module proxy (about 6 minutes, 2 GB of RAM; once)..."
-	@start=$$(date +%s); GOBIN=$(TOOLS) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION) && \
+	@start=$$(date +%s); set -o pipefail; GOBIN=$(TOOLS) $(GO) install -v github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION) 2>&1 | \
+		awk '/rror|^#/ {print; next} {n++; if (n % 100 == 0) printf "  ... %d packages compiled (%d s)\n", n, systime() - '"$$start"'; fflush()}' && \
 		echo "temporal CLI built in $$(( $$(date +%s) - start )) s: $(TOOLS)/temporal"

@@ -489,14 +489,23 @@ func (r *run) activity(name, summary string, timeout time.Duration, attempts int
 	return r.startActivity(name, summary, timeout, attempts, req).Get(r.ctx, res)
 }
 
+// hostScheduleToStart bounds how long an activity waits for the deployment's host worker.
+const hostScheduleToStart = 30 * time.Second
+
 // startActivity schedules a regular activity with a timeout and attempts.
 func (r *run) startActivity(name, summary string, timeout time.Duration, attempts int32, req any) workflow.Future {
-	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+	opts := workflow.ActivityOptions{
 		TaskQueue: r.st.HostTaskQueue, StartToCloseTimeout: timeout, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: attempts,
 			NonRetryableErrorTypes: []string{ErrTypeInvalidTargets, ErrTypeStaleDecision, ErrTypeBadConfig}},
-	})
-	return workflow.ExecuteActivity(ctx, name, req)
+	}
+	if r.st.HostTaskQueue != "" {
+		// A deployment's host worker may be down: the tick must not wait for it forever. The
+		// observation is then missing (the planner holds) and the apply fails (retried on a
+		// later tick).
+		opts.ScheduleToStartTimeout = hostScheduleToStart
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), name, req)
 }
 
 // inventoryRead is an inventory observation under way: the virtual protocol's view at once,

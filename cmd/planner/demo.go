@@ -176,19 +176,31 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	span := reqs[len(reqs)-1].Arrival
+	span := 0.0
+	for _, r := range reqs {
+		span = max(span, r.Arrival)
+	}
+	if span <= 0 {
+		return fmt.Errorf("trace %s: every request arrives at the same time; nothing to replay over time", traceName)
+	}
 	speedup := span / o.duration.Seconds()
 	d.say("trace: %s, %d requests over %.0f s, replayed at %.1fx (%.1f req/s on average)",
 		traceName, len(reqs), span, speedup, float64(len(reqs))/o.duration.Seconds())
 
-	// Temporal.
-	addr, err := d.temporal(ctx)
+	// Temporal: the worker and the demo's own client use the same settings as the temporal
+	// CLI (TEMPORAL_* environment and profile).
+	topts, err := worker.ClientOptions(nil, nil)
+	if err != nil {
+		return err
+	}
+	topts.Logger = quietSDKLogger{}
+	addr, err := d.temporal(ctx, topts)
 	if err != nil {
 		return err
 	}
 
 	// The simulated deployment: a frontend process, then engines under the local connector.
-	frontendURL, err := d.startFrontend(ctx)
+	frontendURL, err := d.startFrontend(ctx, *cfg.ModelName)
 	if err != nil {
 		return err
 	}
@@ -211,7 +223,7 @@ func (d *demo) run(ctx context.Context) error {
 	})
 	d.say("local connector: %d prefill + %d decode engines starting (start-up delay %s), GPU pool of %d",
 		cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
-	if err := host.WaitReady(ctx, 2*time.Minute); err != nil {
+	if err := host.WaitReady(ctx, o.startupDelay+time.Minute); err != nil {
 		return err
 	}
 	d.say("engines ready and registered with the frontend")
@@ -221,10 +233,12 @@ func (d *demo) run(ctx context.Context) error {
 	acts.Host(dep, host.Hosted())
 	hostQueue := fmt.Sprintf("planner-demo-host-%d", os.Getpid())
 	wctx, stopWorker := context.WithCancel(context.Background())
-	workerDone := make(chan error, 1)
+	workerDone := make(chan struct{})
+	var workerErr error
 	workerUp := make(chan struct{})
 	go func() {
-		workerDone <- worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, HostTaskQueue: hostQueue, MetricsAddress: "",
+		defer close(workerDone)
+		workerErr = worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, HostTaskQueue: hostQueue, MetricsAddress: "",
 			Activities: acts, Logger: d.logger, Started: func() { close(workerUp) }})
 	}()
 	d.atExit(func() {
@@ -233,12 +247,12 @@ func (d *demo) run(ctx context.Context) error {
 	})
 	select {
 	case <-workerUp:
-	case err := <-workerDone:
-		return fmt.Errorf("planner worker: %w", err)
+	case <-workerDone:
+		return fmt.Errorf("planner worker: %w", workerErr)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	c, err := client.Dial(client.Options{HostPort: addr, Logger: quietSDKLogger{}})
+	c, err := client.Dial(topts)
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}
@@ -259,11 +273,11 @@ func (d *demo) run(ctx context.Context) error {
 		_ = c.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "demo finished")
 	})
 	ui := "http://127.0.0.1:8233"
-	if addr != "127.0.0.1:7233" {
+	if addr != defaultTemporalAddress {
 		ui = "(the Web UI of " + addr + ")"
 	}
-	d.say("planner workflow %s started; Web UI: %s/namespaces/default/workflows/%s",
-		dep.WorkflowID(), ui, strings.ReplaceAll(dep.WorkflowID(), "/", "%2F"))
+	d.say("planner workflow %s started; Web UI: %s/namespaces/%s/workflows/%s",
+		dep.WorkflowID(), ui, topts.Namespace, strings.ReplaceAll(dep.WorkflowID(), "/", "%2F"))
 
 	// Replay the trace and watch the planner.
 	rec := newDemoRecorder(cfg, speedup)
@@ -353,6 +367,9 @@ func (d *demo) plannerConfig(profileDir string) (config.Config, error) {
 	if d.o.configFile == "" || cfg.ProfileResultsDir == config.Default().ProfileResultsDir {
 		cfg.ProfileResultsDir = profileDir
 	}
+	if cfg.MaxGPUBudget < 0 || cfg.MaxGPUBudget > d.o.gpus {
+		return config.Config{}, fmt.Errorf("%s: max_gpu_budget %d does not fit the demo's pool of %d GPUs (--gpus)", src, cfg.MaxGPUBudget, d.o.gpus)
+	}
 	if cfg.ModelName == nil || *cfg.ModelName == "" {
 		m := "nvidia/Llama-3.1-8B-Instruct-FP8"
 		cfg.ModelName = &m
@@ -360,18 +377,22 @@ func (d *demo) plannerConfig(profileDir string) (config.Config, error) {
 	return cfg, nil
 }
 
-// temporal finds a running Temporal server or starts a dev server; it returns its address.
-func (d *demo) temporal(ctx context.Context) (string, error) {
-	addr := os.Getenv("TEMPORAL_ADDRESS")
-	if addr == "" {
-		addr = "127.0.0.1:7233"
-	}
-	if temporalAnswers(ctx, addr) {
-		d.say("Temporal: using the server at %s", addr)
+// defaultTemporalAddress is where the demo starts a dev server when none is configured.
+const defaultTemporalAddress = "127.0.0.1:7233"
+
+// temporal finds the configured Temporal server or, when none is configured and nothing
+// answers on the default address, starts a dev server there; it returns the address.
+func (d *demo) temporal(ctx context.Context, opts client.Options) (string, error) {
+	addr := opts.HostPort
+	if temporalAnswers(ctx, opts) {
+		d.say("Temporal: using the server at %s (namespace %s)", addr, opts.Namespace)
 		return addr, nil
 	}
-	if os.Getenv("TEMPORAL_ADDRESS") != "" {
-		return "", fmt.Errorf("TEMPORAL_ADDRESS=%s does not answer", addr)
+	if addr != defaultTemporalAddress && addr != "localhost:7233" {
+		return "", fmt.Errorf("the configured Temporal server %s does not answer (TEMPORAL_ADDRESS or the profile's address)", addr)
+	}
+	if opts.Namespace != "default" {
+		return "", fmt.Errorf("no Temporal server at %s, and a dev server would only have the namespace default, not %q", addr, opts.Namespace)
 	}
 	cli := d.o.temporalCLI
 	if cli == "" {
@@ -419,7 +440,8 @@ func (d *demo) temporal(ctx context.Context) (string, error) {
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for !temporalAnswers(ctx, "127.0.0.1:7233") {
+	opts.HostPort = defaultTemporalAddress
+	for !temporalAnswers(ctx, opts) {
 		select {
 		case err := <-exited:
 			return "", fmt.Errorf("the Temporal dev server exited (%v): see %s", err, filepath.Join(d.o.out, "temporal.log"))
@@ -431,17 +453,17 @@ func (d *demo) temporal(ctx context.Context) (string, error) {
 			return "", errors.New("the Temporal dev server did not answer within 60 s")
 		}
 	}
-	return "127.0.0.1:7233", nil
+	return defaultTemporalAddress, nil
 }
 
-// temporalAnswers reports whether a Temporal frontend answers a health check at addr.
-func temporalAnswers(ctx context.Context, addr string) bool {
-	if !portBusy(addr) {
+// temporalAnswers reports whether the Temporal frontend of opts answers a health check.
+func temporalAnswers(ctx context.Context, opts client.Options) bool {
+	if !portBusy(opts.HostPort) {
 		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	c, err := client.DialContext(cctx, client.Options{HostPort: addr, Logger: quietSDKLogger{}})
+	c, err := client.DialContext(cctx, opts)
 	if err != nil {
 		return false
 	}
@@ -460,7 +482,7 @@ func portBusy(addr string) bool {
 }
 
 // startFrontend runs `planner frontend` as a child process on a free port.
-func (d *demo) startFrontend(ctx context.Context) (string, error) {
+func (d *demo) startFrontend(ctx context.Context, model string) (string, error) {
 	port, err := freePort()
 	if err != nil {
 		return "", err
@@ -474,7 +496,7 @@ func (d *demo) startFrontend(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", "disagg")
+	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", "disagg", "--model", model)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
@@ -495,7 +517,7 @@ func (d *demo) startFrontend(ctx context.Context) (string, error) {
 	url := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(url + "/healthz")
+		resp, err := healthClient.Get(url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -516,6 +538,8 @@ func (d *demo) startFrontend(ctx context.Context) (string, error) {
 	d.say("frontend: %s (dynamo_frontend_* metrics on %s/metrics)", url, url)
 	return url, nil
 }
+
+var healthClient = &http.Client{Timeout: 2 * time.Second}
 
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

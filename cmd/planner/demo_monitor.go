@@ -94,7 +94,7 @@ func (r *demoRecorder) window(from, to time.Time) window {
 		w.sent++
 	}
 	for _, res := range r.results {
-		finished := res.Sent.Add(time.Duration(res.Response.DurationMs * float64(time.Millisecond)))
+		finished := res.Sent.Add(res.Elapsed)
 		if finished.Before(from) || !finished.Before(to) {
 			continue
 		}
@@ -361,8 +361,7 @@ func (r *demoRecorder) summary(ticks []tickSample, decisions int) []string {
 			num(percentile(ttft, 50)), num(percentile(ttft, 90)), num(percentile(ttft, 99)),
 			num(percentile(itl, 50)), num(percentile(itl, 90)), num(percentile(itl, 99))),
 		fmt.Sprintf("planner: %d ticks, %d scaling actions; peak replicas prefill %d, decode %d", len(ticks), decisions, maxP, maxD),
-		fmt.Sprintf("provisioned GPU time (starting + ready + draining): %.1f GPU-minutes of wall time (%.1f GPU-hours at trace speed)",
-			gpuSeconds/60, gpuSeconds*r.speedup/3600),
+		fmt.Sprintf("provisioned GPU time (starting + ready + draining engines): %.1f GPU-minutes", gpuSeconds/60),
 	}
 	return lines
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -69,6 +70,25 @@ func startLocalHost(ctx context.Context, o localHostOptions) (*localHost, error)
 		Decode:  local.ComponentConfig{Command: engineCmd("decode"), GPUsPerWorker: 1, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Capabilities: caps},
 		Logger:  o.Logger,
 	}
+	// A previous demo's deployment in the same folder is stopped and forgotten: its engines
+	// registered with a frontend that is gone.
+	if _, err := os.Stat(cfg.StateFile); err == nil {
+		zero := 0
+		old, err := local.Open(cfg, connectors.Targets{Prefill: &zero, Decode: &zero})
+		if err != nil {
+			return nil, fmt.Errorf("a previous demo left %s, which cannot be read (%w): remove it", cfg.StateFile, err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = old.StopAll(sctx)
+		cancel()
+		_ = old.Close()
+		if err != nil {
+			return nil, fmt.Errorf("stop the previous demo's engines (%s): %w", cfg.StateFile, err)
+		}
+		if err := os.Remove(cfg.StateFile); err != nil {
+			return nil, err
+		}
+	}
 	p, d := o.Initial[0], o.Initial[1]
 	l, err := local.Open(cfg, connectors.Targets{Prefill: &p, Decode: &d})
 	if err != nil {
@@ -81,7 +101,9 @@ func startLocalHost(ctx context.Context, o localHostOptions) (*localHost, error)
 	}
 	if h.traffic, err = observe.NewScrapeTraffic(observe.ScrapeOptions{URL: o.FrontendURL + "/metrics", Model: o.Model,
 		Namespace: o.Deployment.Namespace, Interval: time.Second, Logger: o.Logger}); err != nil {
+		_ = h.sub.Close()
 		_ = l.StopAll(context.Background())
+		_ = l.Close()
 		return nil, fmt.Errorf("frontend scraper: %w", err)
 	}
 	rctx, cancel := context.WithCancel(context.Background())

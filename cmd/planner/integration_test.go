@@ -109,7 +109,7 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 	require.Contains(t, errOut, "mode cannot change on a running planner (decode -> disagg)")
 	code, _, errOut = start("-f", `{"mode": "decode"}`, "--deployment", "prod/k8s")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, `environment "kubernetes" has no connector in this build yet (supported: noop, virtual)`)
+	require.Contains(t, errOut, `environment "kubernetes" has no connector in this build yet (supported: noop, virtual, local)`)
 	code, _, errOut = start("-f", "testdata/threshold-noop.yaml", "--deployment", "prod")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `--deployment "prod": want <namespace>/<name>`)

@@ -187,17 +187,39 @@ type errNoEngine struct{ role string }
 
 func (e errNoEngine) Error() string { return "no routable " + e.role + " engine" }
 
+// callAttempts bounds how many engines one request phase tries: an engine that refuses
+// (draining, gone) is marked unroutable and the next one is tried.
+const callAttempts = 3
+
 func (f *Frontend) call(ctx context.Context, role string, req engineapi.GenerateRequest) (engineapi.GenerateResponse, error) {
-	e := f.pick(role)
-	if e == nil {
-		return engineapi.GenerateResponse{}, errNoEngine{role}
+	var lastErr error
+	for range callAttempts {
+		e := f.pick(role)
+		if e == nil {
+			if lastErr != nil {
+				return engineapi.GenerateResponse{}, lastErr
+			}
+			return engineapi.GenerateResponse{}, errNoEngine{role}
+		}
+		var resp engineapi.GenerateResponse
+		err := engineapi.PostJSON(ctx, f.client, e.reg.URL+engineapi.PathGenerate, req, &resp)
+		e.inflight.Add(-1)
+		if err == nil {
+			return resp, nil
+		}
+		lastErr = fmt.Errorf("%s engine %s: %w", role, e.reg.Name, err)
+		var se *engineapi.StatusError
+		refused := errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
+		if ctx.Err() != nil || (!refused && errors.As(err, &se)) {
+			return resp, lastErr
+		}
+		// Draining or gone (connection refused): stop routing there until it registers again.
+		f.mu.Lock()
+		e.reg.Draining = true
+		f.mu.Unlock()
+		f.o.Logger.Info("engine refused a request: unroutable until it registers again", "name", e.reg.Name, "error", err)
 	}
-	defer e.inflight.Add(-1)
-	var resp engineapi.GenerateResponse
-	if err := engineapi.PostJSON(ctx, f.client, e.reg.URL+engineapi.PathGenerate, req, &resp); err != nil {
-		return resp, fmt.Errorf("%s engine %s: %w", role, e.reg.Name, err)
-	}
-	return resp, nil
+	return engineapi.GenerateResponse{}, lastErr
 }
 
 func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {

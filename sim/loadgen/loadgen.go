@@ -131,6 +131,8 @@ type Result struct {
 	Response CompletionResponse
 	// Err is why the request failed ("" on success).
 	Err string
+	// Elapsed is how long the request took as the load generator saw it.
+	Elapsed time.Duration
 }
 
 // Options configure a Runner.
@@ -206,6 +208,7 @@ loop:
 		go func(r predict.Request) {
 			defer wg.Done()
 			res := send(ctx, client, o.URL, r)
+			res.Elapsed = time.Since(res.Sent)
 			if res.Err == "" {
 				ok.Add(1)
 			} else {
