@@ -2,20 +2,19 @@ package observe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	"github.com/llmplanner/planner/scaling"
@@ -251,49 +250,16 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// queryResponse is the Prometheus HTTP API's envelope.
-type queryResponse struct {
-	Status string `json:"status"`
-	Data   struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	} `json:"data"`
-	ErrorType string   `json:"errorType"`
-	Error     string   `json:"error"`
-	Warnings  []string `json:"warnings"`
-}
-
-// instantQuery runs GET /api/v1/query and decodes a vector result. (client_golang's
-// api/prometheus/v1 would need github.com/json-iterator/go on Go < 1.27, a module this
-// project does not carry; the base api.Client and common/model's JSON decoding suffice.)
+// instantQuery evaluates q at at through client_golang's Prometheus API client and returns
+// its vector result.
 func instantQuery(ctx context.Context, c api.Client, q string, at time.Time, timeout time.Duration) (model.Vector, []string, error) {
-	u := c.URL("/api/v1/query", nil)
-	params := u.Query()
-	params.Set("query", q)
-	params.Set("time", strconv.FormatFloat(float64(at.UnixNano())/1e9, 'f', -1, 64))
-	params.Set("timeout", model.Duration(timeout).String())
-	u.RawQuery = params.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	val, warnings, _, err := promv1.NewAPI(c).Query(ctx, q, at, promv1.WithTimeout(timeout))
 	if err != nil {
-		return nil, nil, fmt.Errorf("build request: %w", err)
+		return nil, warnings, err
 	}
-	resp, body, err := c.Do(ctx, req)
-	if err != nil {
-		return nil, nil, err
+	vec, ok := val.(model.Vector)
+	if !ok {
+		return nil, warnings, fmt.Errorf("got a %q result, want a vector", val.Type())
 	}
-	var r queryResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, nil, fmt.Errorf("HTTP %s: decode response %.200q: %w", resp.Status, body, err)
-	}
-	if r.Status != "success" {
-		return nil, r.Warnings, fmt.Errorf("HTTP %s: %s: %s", resp.Status, r.ErrorType, r.Error)
-	}
-	if r.Data.ResultType != model.ValVector.String() {
-		return nil, r.Warnings, fmt.Errorf("got a %q result, want a vector", r.Data.ResultType)
-	}
-	var vec model.Vector
-	if err := json.Unmarshal(r.Data.Result, &vec); err != nil {
-		return nil, r.Warnings, fmt.Errorf("decode vector: %w", err)
-	}
-	return vec, r.Warnings, nil
+	return vec, warnings, nil
 }

@@ -3,7 +3,6 @@ package observe
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -136,7 +135,7 @@ func vectorJSON(v string) string {
 const emptyVectorJSON = `{"status":"success","data":{"resultType":"vector","result":[]}}`
 
 func (f *fakePrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query().Get("query")
+	q := r.FormValue("query")
 	f.mu.Lock()
 	f.queries = append(f.queries, q)
 	f.auth = append(f.auth, r.Header.Get("Authorization"))
@@ -228,7 +227,7 @@ func TestPrometheusTrafficSemantics(t *testing.T) {
 		{
 			name:        "garbage is an error",
 			responses:   map[string]string{started: `<html>`},
-			wantErr:     []string{"decode response"},
+			wantErr:     []string{"bad_response"},
 			wantQueries: 1,
 		},
 	}
@@ -439,14 +438,4 @@ func TestPrometheusTrafficRealServer(t *testing.T) {
 		require.InDelta(t, legacySuccesses+legacyErrors, *obs.NumReq, 1e-9)
 		require.Nil(t, obs.ISL, "the legacy frontend has no histograms")
 	})
-}
-
-// Ensure the fake's JSON helpers produce what the decoder expects.
-func TestPrometheusVectorJSONHelper(t *testing.T) {
-	var r queryResponse
-	require.NoError(t, json.Unmarshal([]byte(vectorJSON("1.5")), &r))
-	var v model.Vector
-	require.NoError(t, json.Unmarshal(r.Data.Result, &v))
-	require.Len(t, v, 1)
-	require.Equal(t, model.SampleValue(1.5), v[0].Value)
 }
