@@ -1,0 +1,697 @@
+// Package replay replays a request trace through simulated engines (sim/engine) on a
+// virtual clock, with the planner's decision core (scaling) in the loop: the same policy
+// the workflow runs decides, from observations computed from what happened in the
+// simulation, and its decisions start and drain simulated engines.
+//
+// The replay is a discrete-event loop. Every event time it, in order: ends the passes due
+// then (delivering their first-token and completion events and publishing their FPMs),
+// makes the engines whose startup delay elapsed ready, routes the KV hand-offs and the
+// arrivals due, runs the planner tick due, removes the drained engines that are idle, and
+// starts a pass on every engine that holds work and is not running one.
+//
+// Routing: an arrival goes to the ready (not draining) prefill engine with the fewest
+// outstanding requests (running + waiting; ties to the lowest index). At its first token
+// plus the KV hand-off delay a request goes the same way to a decode engine, unless its
+// OSL is ≤ 1 (it finished with its first token). A request that finds no ready engine of
+// its role waits, in arrival order, in a frontend queue of that role, flushed as soon as an
+// engine of the role becomes ready.
+//
+// Scaling: a target above the pool's ready + starting engines starts new engines, ready
+// after StartupDelay (starting meanwhile); a target below cancels starting engines first
+// (newest first), then drains the highest-index ready engines: they take no new request,
+// finish the ones they hold, and are removed when idle.
+//
+// Everything is deterministic: no wall clock, no maps iterated, no randomness.
+package replay
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/scaling"
+	"github.com/llmplanner/planner/sim/engine"
+)
+
+// DefaultHorizon is how long after the last arrival the replay keeps running when some
+// requests are still unfinished (e.g. no engine of a role is ever ready).
+const DefaultHorizon = time.Hour
+
+// ErrInvalidOptions is wrapped by Run errors about its options or trace.
+var ErrInvalidOptions = errors.New("replay: invalid options")
+
+// Options configure a replay.
+type Options struct {
+	// Config is the planner configuration (its mode must be disagg).
+	Config config.Config
+	// Profile is the pre-deployment profile: the engines' timing model, the perf models'
+	// bootstrap FPMs and the classic sizing's interpolators.
+	Profile *perf.Profile
+	// StartupDelay is how long a new engine takes to become ready.
+	StartupDelay time.Duration
+	// InitialPrefill and InitialDecode are the engines ready at time 0.
+	InitialPrefill, InitialDecode int
+	// EngineConfig returns the configuration of a new engine of a role (nil:
+	// engine.DefaultConfig). The replay sets its WorkerID.
+	EngineConfig func(role engine.Role) engine.Config
+	// Horizon bounds the replay at the last arrival + Horizon (0: DefaultHorizon).
+	Horizon time.Duration
+}
+
+// Record is the outcome of one request.
+type Record struct {
+	// Arrival is the arrival time in seconds; ISL and OSL the request's lengths.
+	Arrival float64 `json:"arrival"`
+	ISL     int     `json:"isl"`
+	OSL     int     `json:"osl"`
+	// FirstToken and Finish are the first- and last-token times in seconds (0 until then).
+	FirstToken float64 `json:"first_token"`
+	Finish     float64 `json:"finish"`
+	// TTFTMs is first token − arrival; ITLMs is (finish − first token)/(OSL − 1), 0 when
+	// OSL ≤ 1; both in milliseconds.
+	TTFTMs float64 `json:"ttft_ms"`
+	ITLMs  float64 `json:"itl_ms"`
+	// Finished reports whether the request produced its last token within the replay.
+	Finished bool `json:"finished"`
+	// Error is why an engine refused the request (e.g. too long), empty otherwise.
+	Error string `json:"error,omitempty"`
+}
+
+// Percentiles are the p50, p90 and p99 of a latency in milliseconds (linear
+// interpolation between order statistics; 0 without samples).
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+}
+
+// PoolCounts are a pool's engines by state.
+type PoolCounts struct {
+	Ready    int `json:"ready"`
+	Starting int `json:"starting"`
+	Draining int `json:"draining"`
+}
+
+// TimelineEntry is one planner tick.
+type TimelineEntry struct {
+	// At is the tick time in seconds.
+	At float64 `json:"at"`
+	// Prefill and Decode are the pools as the tick observed them, before its decision.
+	Prefill PoolCounts `json:"prefill"`
+	Decode  PoolCounts `json:"decode"`
+	// Decision is what the planner decided (nil: no opinion).
+	Decision scaling.Decision `json:"decision"`
+	// The loops' reasons, from the tick's diagnostics.
+	LoadReasonPrefill       scaling.Reason `json:"load_reason_prefill,omitempty"`
+	LoadReasonDecode        scaling.Reason `json:"load_reason_decode,omitempty"`
+	ThroughputReasonPrefill scaling.Reason `json:"throughput_reason_prefill,omitempty"`
+	ThroughputReasonDecode  scaling.Reason `json:"throughput_reason_decode,omitempty"`
+	// Notes are the diagnostics' notes.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Result is a replay's outcome.
+type Result struct {
+	// Requests are the per-request records, in trace order.
+	Requests []Record `json:"requests"`
+	// Duration is the replay's end in seconds: the last completion (or the horizon).
+	Duration float64 `json:"duration_s"`
+	// Finished counts the finished requests; Good those within both SLAs; Goodput is
+	// Good / len(Requests) (unfinished requests are not good).
+	Finished int     `json:"finished"`
+	Good     int     `json:"good"`
+	Goodput  float64 `json:"goodput"`
+	// TTFT and ITL are the finished requests' latency percentiles (ITL: OSL > 1 only).
+	TTFT Percentiles `json:"ttft_ms"`
+	ITL  Percentiles `json:"itl_ms"`
+	// PrefillGPUSeconds and DecodeGPUSeconds are the provisioned GPU-seconds (starting +
+	// ready + draining engines × 1 GPU, integrated over time); GPUSeconds their sum.
+	PrefillGPUSeconds float64 `json:"prefill_gpu_seconds"`
+	DecodeGPUSeconds  float64 `json:"decode_gpu_seconds"`
+	GPUSeconds        float64 `json:"gpu_seconds"`
+	// ScaleActions counts the applied target changes (per pool); Reversals those whose
+	// direction is the opposite of the pool's previous action.
+	ScaleActions int `json:"scale_actions"`
+	Reversals    int `json:"reversals"`
+	// Timeline has one entry per planner tick.
+	Timeline []TimelineEntry `json:"timeline"`
+}
+
+// replica is one simulated engine.
+type replica struct {
+	eng      *engine.Engine
+	id       string
+	readyAt  float64 // when it becomes ready (starting until then)
+	draining bool
+	inFlight bool    // a pass is running
+	passEnd  float64 // its end, when inFlight
+	events   []engine.Event
+	running  perf.FPM // the FPM of the pass in flight, published at its end
+	fpm      perf.FPM // the latest published FPM
+	hasFPM   bool
+}
+
+func (r *replica) ready(now float64) bool { return now >= r.readyAt }
+
+func (r *replica) outstanding() int {
+	l := r.eng.Load()
+	return l.Running + l.Waiting
+}
+
+// pool is the engines of one role.
+type pool struct {
+	role     engine.Role
+	reps     []*replica
+	target   int
+	queue    []int // frontend queue: request indexes
+	seq      int   // engines ever made (worker id suffix)
+	gpuSec   float64
+	lastSign int
+}
+
+// handoff is a request becoming available to decode at a time.
+type handoff struct {
+	at  float64
+	req int
+}
+
+type handoffHeap []handoff
+
+func (h handoffHeap) Len() int { return len(h) }
+func (h handoffHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].req < h[j].req
+}
+func (h handoffHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *handoffHeap) Push(x any)   { *h = append(*h, x.(handoff)) }
+func (h *handoffHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// sim is one replay's state.
+type sim struct {
+	o       Options
+	reqs    []predict.Request
+	order   []int // request indexes by arrival
+	timing  engine.Timing
+	planner *scaling.Planner
+	caps    scaling.WorkerCapabilities
+	st      scaling.State
+	p, d    *pool
+	res     Result
+	hand    handoffHeap
+	done    int
+	last    float64 // time GPU-seconds are integrated to
+
+	// traffic windows: prefix sums over arrivals (in arrival order) and finishes
+	arrivals        []float64
+	cumISL, cumOSL  []float64
+	finT            []float64
+	cumTTFT, cumDur []float64
+	itlT            []float64
+	cumITL          []float64
+}
+
+// Run replays reqs (any order; arrivals in seconds from 0) and returns the result.
+func Run(reqs []predict.Request, o Options) (Result, error) {
+	s, err := newSim(reqs, o)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.run(); err != nil {
+		return Result{}, err
+	}
+	s.summarise()
+	return s.res, nil
+}
+
+func newSim(reqs []predict.Request, o Options) (*sim, error) {
+	switch {
+	case o.Profile == nil:
+		return nil, fmt.Errorf("%w: no profile", ErrInvalidOptions)
+	case o.Config.Mode != config.ModeDisagg:
+		return nil, fmt.Errorf("%w: mode %q: only disagg is simulated", ErrInvalidOptions, o.Config.Mode)
+	case o.InitialPrefill < 0 || o.InitialDecode < 0:
+		return nil, fmt.Errorf("%w: negative initial replicas", ErrInvalidOptions)
+	case o.StartupDelay < 0 || o.Horizon < 0:
+		return nil, fmt.Errorf("%w: negative startup delay or horizon", ErrInvalidOptions)
+	}
+	if o.Horizon == 0 {
+		o.Horizon = DefaultHorizon
+	}
+	if o.EngineConfig == nil {
+		o.EngineConfig = engine.DefaultConfig
+	}
+	timing, err := engine.NewProfileTiming(o.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("replay: timing: %w", err)
+	}
+	pl, err := scaling.New(o.Config, o.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("replay: planner: %w", err)
+	}
+	s := &sim{o: o, reqs: reqs, timing: timing, planner: pl,
+		p: &pool{role: engine.RolePrefill, target: o.InitialPrefill},
+		d: &pool{role: engine.RoleDecode, target: o.InitialDecode}}
+	s.caps = scaling.WorkerCapabilities{Prefill: s.capabilities(engine.RolePrefill), Decode: s.capabilities(engine.RoleDecode)}
+	var boot scaling.Bootstrap
+	if pl.Config().OptimizationTarget == config.TargetSLA {
+		boot.PrefillFPMs = perf.PrefillBootstrapFPMs(o.Profile.Prefill)
+		boot.DecodeFPMs = perf.DecodeBootstrapFPMs(o.Profile.Decode)
+	}
+	if s.st, err = pl.Init(0, boot); err != nil {
+		return nil, fmt.Errorf("replay: planner init: %w", err)
+	}
+	s.res.Requests = make([]Record, len(reqs))
+	s.order = make([]int, len(reqs))
+	for i, r := range reqs {
+		if math.IsNaN(r.Arrival) || math.IsInf(r.Arrival, 0) || r.Arrival < 0 {
+			return nil, fmt.Errorf("%w: request %d: arrival %v", ErrInvalidOptions, i, r.Arrival)
+		}
+		s.res.Requests[i] = Record{Arrival: r.Arrival, ISL: r.InputTokens, OSL: r.OutputTokens}
+		s.order[i] = i
+	}
+	sort.SliceStable(s.order, func(a, b int) bool { return reqs[s.order[a]].Arrival < reqs[s.order[b]].Arrival })
+	s.arrivals = make([]float64, 0, len(reqs))
+	s.cumISL, s.cumOSL = []float64{0}, []float64{0}
+	s.cumTTFT, s.cumDur, s.cumITL = []float64{0}, []float64{0}, []float64{0}
+	for i := 0; i < o.InitialPrefill; i++ {
+		if err := s.add(s.p, 0); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < o.InitialDecode; i++ {
+		if err := s.add(s.d, 0); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// add starts an engine in pl, ready at readyAt.
+func (s *sim) add(pl *pool, readyAt float64) error {
+	cfg := s.o.EngineConfig(pl.role)
+	cfg.Role = pl.role
+	cfg.WorkerID = fmt.Sprintf("%s-%d", pl.role, pl.seq)
+	pl.seq++
+	e, err := engine.New(cfg, s.timing)
+	if err != nil {
+		return fmt.Errorf("replay: %s engine: %w", pl.role, err)
+	}
+	pl.reps = append(pl.reps, &replica{eng: e, id: cfg.WorkerID, readyAt: readyAt})
+	return nil
+}
+
+func (s *sim) run() error {
+	next := 0 // next arrival in s.order
+	end := s.o.Horizon.Seconds()
+	if n := len(s.order); n > 0 {
+		end += s.reqs[s.order[n-1]].Arrival
+	}
+	tk := s.planner.NextTick(s.st)
+	ticking := tk.Load || tk.Throughput
+	for s.done < len(s.reqs) {
+		t := math.Inf(1)
+		if next < len(s.order) {
+			t = s.reqs[s.order[next]].Arrival
+		}
+		if len(s.hand) > 0 {
+			t = math.Min(t, s.hand[0].at)
+		}
+		for _, pl := range []*pool{s.p, s.d} {
+			for _, r := range pl.reps {
+				if r.inFlight {
+					t = math.Min(t, r.passEnd)
+				} else if r.readyAt > s.last {
+					t = math.Min(t, r.readyAt)
+				}
+			}
+		}
+		if ticking {
+			t = math.Min(t, tk.At)
+		}
+		if t > end {
+			s.integrate(end)
+			break
+		}
+		s.integrate(t)
+		// 1. passes ending now
+		for _, pl := range []*pool{s.p, s.d} {
+			for _, r := range pl.reps {
+				if r.inFlight && r.passEnd <= t {
+					r.inFlight = false
+					s.deliver(pl, r)
+				}
+			}
+		}
+		// 2. engines becoming ready: flush the frontend queues
+		s.flush(s.p, t)
+		// 3. hand-offs due
+		for len(s.hand) > 0 && s.hand[0].at <= t {
+			h := heap.Pop(&s.hand).(handoff)
+			s.d.queue = append(s.d.queue, h.req)
+		}
+		s.flush(s.d, t)
+		// 4. arrivals due
+		for next < len(s.order) && s.reqs[s.order[next]].Arrival <= t {
+			i := s.order[next]
+			next++
+			s.arrived(i)
+			s.p.queue = append(s.p.queue, i)
+		}
+		s.flush(s.p, t)
+		// 5. planner tick
+		if ticking && tk.At <= t {
+			if err := s.tick(t, tk); err != nil {
+				return err
+			}
+			tk = s.planner.NextTick(s.st)
+			ticking = tk.Load || tk.Throughput
+		}
+		// 6. drained engines leave; 7. idle engines with work start a pass
+		for _, pl := range []*pool{s.p, s.d} {
+			kept := pl.reps[:0]
+			for _, r := range pl.reps {
+				if r.draining && !r.inFlight && r.eng.Idle() {
+					continue
+				}
+				kept = append(kept, r)
+			}
+			clear(pl.reps[len(kept):])
+			pl.reps = kept
+			for _, r := range pl.reps {
+				if r.inFlight || !r.ready(t) {
+					continue
+				}
+				pass, ok := r.eng.Step(t)
+				if !ok {
+					continue
+				}
+				r.inFlight, r.passEnd = true, pass.End()
+				r.events = append(r.events[:0], pass.Events...)
+				r.running = pass.FPM
+			}
+		}
+	}
+	return nil
+}
+
+// integrate adds the provisioned GPU-seconds up to t.
+func (s *sim) integrate(t float64) {
+	if t <= s.last {
+		return
+	}
+	dt := t - s.last
+	s.p.gpuSec += float64(len(s.p.reps)) * dt
+	s.d.gpuSec += float64(len(s.d.reps)) * dt
+	s.last = t
+}
+
+// arrived records request i's arrival in the traffic windows.
+func (s *sim) arrived(i int) {
+	r := s.reqs[i]
+	s.arrivals = append(s.arrivals, r.Arrival)
+	s.cumISL = append(s.cumISL, s.cumISL[len(s.cumISL)-1]+float64(r.InputTokens))
+	s.cumOSL = append(s.cumOSL, s.cumOSL[len(s.cumOSL)-1]+float64(r.OutputTokens))
+}
+
+// finished records request i's completion at t.
+func (s *sim) finished(i int, t float64) {
+	rec := &s.res.Requests[i]
+	rec.Finish, rec.Finished = t, true
+	if rec.OSL > 1 {
+		rec.ITLMs = (t - rec.FirstToken) * 1000 / float64(rec.OSL-1)
+		s.itlT = append(s.itlT, t)
+		s.cumITL = append(s.cumITL, s.cumITL[len(s.cumITL)-1]+rec.ITLMs)
+	}
+	s.finT = append(s.finT, t)
+	s.cumTTFT = append(s.cumTTFT, s.cumTTFT[len(s.cumTTFT)-1]+rec.TTFTMs)
+	s.cumDur = append(s.cumDur, s.cumDur[len(s.cumDur)-1]+(t-rec.Arrival))
+	s.done++
+}
+
+// failed records that request i can never run.
+func (s *sim) failed(i int, err error) {
+	s.res.Requests[i].Error = err.Error()
+	s.done++
+}
+
+// deliver handles the events of r's pass that just ended.
+func (s *sim) deliver(pl *pool, r *replica) {
+	r.fpm, r.hasFPM = r.running, true
+	for _, ev := range r.events {
+		i := int(ev.ID)
+		rec := &s.res.Requests[i]
+		switch {
+		case pl.role == engine.RolePrefill && ev.Kind == engine.EventFirstToken:
+			rec.FirstToken = ev.Time
+			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
+			if rec.OSL <= 1 {
+				s.finished(i, ev.Time)
+			} else {
+				heap.Push(&s.hand, handoff{at: ev.Time + ev.HandoffDelay, req: i})
+			}
+		case pl.role == engine.RoleDecode && ev.Kind == engine.EventFinished:
+			s.finished(i, ev.Time)
+		}
+	}
+	r.events = r.events[:0]
+}
+
+// flush routes pl's frontend queue, in order, to its least-loaded ready engines.
+func (s *sim) flush(pl *pool, t float64) {
+	for len(pl.queue) > 0 {
+		var best *replica
+		for _, r := range pl.reps {
+			if r.draining || !r.ready(t) {
+				continue
+			}
+			if best == nil || r.outstanding() < best.outstanding() {
+				best = r
+			}
+		}
+		if best == nil {
+			return
+		}
+		i := pl.queue[0]
+		pl.queue = pl.queue[1:]
+		q := s.reqs[i]
+		err := best.eng.Submit(engine.Request{ID: uint64(i), ISL: q.InputTokens, OSL: q.OutputTokens, Arrival: q.Arrival})
+		if err != nil {
+			s.failed(i, fmt.Errorf("%s: %w", best.id, err))
+		}
+	}
+	if len(pl.queue) == 0 {
+		pl.queue = nil // drop the consumed backing array
+	}
+}
+
+// counts returns pl's engines by state at t.
+func (pl *pool) counts(t float64) PoolCounts {
+	var c PoolCounts
+	for _, r := range pl.reps {
+		switch {
+		case r.draining:
+			c.Draining++
+		case r.ready(t):
+			c.Ready++
+		default:
+			c.Starting++
+		}
+	}
+	return c
+}
+
+// fpms returns the latest FPM of each ready engine of pl (a heartbeat when it is idle).
+func (pl *pool) fpms(t float64) []perf.FPM {
+	var out []perf.FPM
+	for _, r := range pl.reps {
+		if r.draining || !r.ready(t) {
+			continue
+		}
+		if !r.hasFPM || (!r.inFlight && r.eng.Idle()) {
+			out = append(out, perf.FPM{Version: perf.FPMVersion, WorkerID: r.id})
+			continue
+		}
+		out = append(out, r.fpm)
+	}
+	return out
+}
+
+// capabilities are a replica's capabilities, as the workers report them.
+func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
+	cfg := s.o.EngineConfig(role)
+	blocks := cfg.NumGPUBlocks
+	if blocks == 0 {
+		blocks = engine.DefaultNumGPUBlocks
+		if c, ok := s.timing.(engine.KVCapacity); ok && c.KVCapacityTokens() >= cfg.BlockSize {
+			blocks = c.KVCapacityTokens() / cfg.BlockSize
+		}
+	}
+	return &scaling.EngineCapabilities{NumGPU: 1, MaxNumBatchedTokens: int64(cfg.MaxNumBatchedTokens),
+		MaxNumSeqs: int64(cfg.MaxNumSeqs), MaxKVTokens: int64(blocks * cfg.BlockSize)}
+}
+
+// traffic is the frontend's traffic over (t − dur, t].
+func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
+	from := t - dur
+	obs := &scaling.TrafficObservation{DurationS: dur}
+	lo := sort.Search(len(s.arrivals), func(i int) bool { return s.arrivals[i] > from })
+	n := len(s.arrivals) - lo
+	obs.NumReq = ptr(float64(n))
+	if n > 0 {
+		obs.ISL = ptr((s.cumISL[len(s.arrivals)] - s.cumISL[lo]) / float64(n))
+		obs.OSL = ptr((s.cumOSL[len(s.arrivals)] - s.cumOSL[lo]) / float64(n))
+	}
+	lo = sort.Search(len(s.finT), func(i int) bool { return s.finT[i] > from })
+	if n := len(s.finT) - lo; n > 0 {
+		obs.TTFTMs = ptr((s.cumTTFT[len(s.finT)] - s.cumTTFT[lo]) / float64(n))
+		obs.RequestDurationS = ptr((s.cumDur[len(s.finT)] - s.cumDur[lo]) / float64(n))
+	}
+	lo = sort.Search(len(s.itlT), func(i int) bool { return s.itlT[i] > from })
+	if n := len(s.itlT) - lo; n > 0 {
+		obs.ITLMs = ptr((s.cumITL[len(s.itlT)] - s.cumITL[lo]) / float64(n))
+	}
+	return obs
+}
+
+// tick runs one planner tick at t, as the workflow does: observe inventory, FPM and
+// traffic, decide, apply, record the submitted targets.
+func (s *sim) tick(t float64, tk scaling.Tick) error {
+	pc, dc := s.p.counts(t), s.d.counts(t)
+	in := scaling.Input{Now: t, Workers: &scaling.WorkerCounts{
+		ReadyPrefill: ptr(pc.Ready), ReadyDecode: ptr(dc.Ready),
+		ExpectedPrefill: ptr(s.p.target), ExpectedDecode: ptr(s.d.target),
+		PrefillScalingInProgress: pc.Starting+pc.Draining > 0, DecodeScalingInProgress: dc.Starting+dc.Draining > 0,
+	}, Capabilities: s.caps}
+	if tk.NeedFPM {
+		in.FPM = &scaling.FPMObservations{Prefill: s.p.fpms(t), Decode: s.d.fpms(t)}
+	}
+	if tk.NeedTraffic {
+		in.Traffic = s.traffic(t, tk.TrafficDurationS)
+	}
+	st, dec, diag, err := s.planner.Decide(s.st, in)
+	if err != nil {
+		return fmt.Errorf("replay: decide at %.3f s: %w", t, err)
+	}
+	s.st = st
+	s.res.Timeline = append(s.res.Timeline, TimelineEntry{At: t, Prefill: pc, Decode: dc, Decision: dec,
+		LoadReasonPrefill: diag.LoadReasonPrefill, LoadReasonDecode: diag.LoadReasonDecode,
+		ThroughputReasonPrefill: diag.ThroughputReasonPrefill, ThroughputReasonDecode: diag.ThroughputReasonDecode,
+		Notes: diag.Notes})
+	if dec.Empty() || s.planner.Config().Advisory {
+		return nil
+	}
+	if err := s.scale(s.p, dec.Prefill, t); err != nil {
+		return err
+	}
+	if err := s.scale(s.d, dec.Decode, t); err != nil {
+		return err
+	}
+	s.st = s.planner.Submitted(s.st, dec, t)
+	return nil
+}
+
+// scale applies a target to pl at t.
+func (s *sim) scale(pl *pool, target *int, t float64) error {
+	if target == nil || *target < 0 {
+		return nil
+	}
+	want := *target
+	if want != pl.target {
+		sign := 1
+		if want < pl.target {
+			sign = -1
+		}
+		s.res.ScaleActions++
+		if pl.lastSign != 0 && sign != pl.lastSign {
+			s.res.Reversals++
+		}
+		pl.lastSign = sign
+	}
+	pl.target = want
+	var active []*replica // not draining, in index order
+	for _, r := range pl.reps {
+		if !r.draining {
+			active = append(active, r)
+		}
+	}
+	for n := len(active); n < want; n++ {
+		if err := s.add(pl, t+s.o.StartupDelay.Seconds()); err != nil {
+			return err
+		}
+	}
+	excess := len(active) - want
+	// Cancel starting engines, newest first.
+	for i := len(active) - 1; i >= 0 && excess > 0; i-- {
+		if r := active[i]; !r.ready(t) {
+			r.draining = true // idle and never ready: removed at once
+			excess--
+		}
+	}
+	// Drain the highest-index ready engines.
+	for i := len(active) - 1; i >= 0 && excess > 0; i-- {
+		if r := active[i]; r.ready(t) {
+			r.draining = true
+			r.eng.Drain()
+			excess--
+		}
+	}
+	return nil
+}
+
+// summarise computes the result's aggregates.
+func (s *sim) summarise() {
+	res := &s.res
+	res.Duration = s.last
+	cfg := s.planner.Config()
+	var ttft, itl []float64
+	for _, r := range res.Requests {
+		if !r.Finished {
+			continue
+		}
+		res.Finished++
+		ttft = append(ttft, r.TTFTMs)
+		if r.OSL > 1 {
+			itl = append(itl, r.ITLMs)
+		}
+		if r.TTFTMs <= cfg.TTFTMs && (r.OSL <= 1 || r.ITLMs <= cfg.ITLMs) {
+			res.Good++
+		}
+	}
+	if len(res.Requests) > 0 {
+		res.Goodput = float64(res.Good) / float64(len(res.Requests))
+	}
+	res.TTFT, res.ITL = percentiles(ttft), percentiles(itl)
+	res.PrefillGPUSeconds, res.DecodeGPUSeconds = s.p.gpuSec, s.d.gpuSec
+	res.GPUSeconds = s.p.gpuSec + s.d.gpuSec
+}
+
+func percentiles(v []float64) Percentiles {
+	if len(v) == 0 {
+		return Percentiles{}
+	}
+	sort.Float64s(v)
+	q := func(p float64) float64 {
+		x := p * float64(len(v)-1)
+		lo := int(math.Floor(x))
+		if lo >= len(v)-1 {
+			return v[len(v)-1]
+		}
+		return v[lo] + (x-float64(lo))*(v[lo+1]-v[lo])
+	}
+	return Percentiles{P50: q(0.5), P90: q(0.9), P99: q(0.99)}
+}
+
+func ptr[T any](v T) *T { return &v }
