@@ -205,6 +205,9 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	dep := workflows.Deployment{Namespace: "demo", Name: "llama"}
+	if _, err := os.Stat(filepath.Join(out, localStateFile)); err == nil {
+		d.say("stopping whatever engines a previous demo left in %s", out)
+	}
 	host, err := startLocalHost(ctx, localHostOptions{
 		Deployment: dep, Out: out, Self: d.self, GPUs: o.gpus, FrontendURL: frontendURL, ProfileDir: profileDir,
 		StartupDelay: o.startupDelay, Model: *cfg.ModelName, Logger: d.logger,
@@ -307,14 +310,15 @@ func (d *demo) run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	report := filepath.Join(out, "report.html")
-	summary := rec.summary(mon.ticks, mon.decisions)
-	for _, line := range summary {
+	result := rec.machineSummary(mon.ticks, mon.decisions)
+	lines := result.lines(rec.cfg)
+	for _, line := range lines {
 		fmt.Fprintln(d.stdout, "  "+line)
 	}
-	if err := rec.writeReport(report, traceName, mon); err != nil {
+	if err := rec.writeReport(report, traceName, mon, lines); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(rec.machineSummary(mon.ticks, mon.decisions), "", "  ")
+	data, err := json.MarshalIndent(result, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -417,28 +421,10 @@ func (d *demo) temporal(ctx context.Context, opts client.Options) (string, error
 	cmd := exec.Command(cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", "7233", "--ui-ip", "127.0.0.1", "--ui-port", "8233",
 		"--db-filename", filepath.Join(d.o.out, "temporal.db"), "--log-level", "error",
 		"--search-attribute", workflows.SearchAttributeDeployment+"=Keyword", "--search-attribute", workflows.SearchAttributeMode+"=Keyword")
-	logf, err := os.Create(filepath.Join(d.o.out, "temporal.log"))
+	exited, err := d.startChild("the Temporal dev server", cmd, filepath.Join(d.o.out, "temporal.log"), 10*time.Second)
 	if err != nil {
 		return "", err
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return "", fmt.Errorf("start the Temporal dev server: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logf.Close() }()
-	d.atExit(func() {
-		d.say("stopping the Temporal dev server")
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	})
 	deadline := time.Now().Add(60 * time.Second)
 	opts.HostPort = defaultTemporalAddress
 	for !temporalAnswers(ctx, opts) {
@@ -492,28 +478,11 @@ func (d *demo) startFrontend(ctx context.Context, model string) (string, error) 
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", err
 	}
-	logf, err := os.Create(filepath.Join(logDir, "frontend.log"))
+	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", "disagg", "--model", model)
+	exited, err := d.startChild("the frontend", cmd, filepath.Join(logDir, "frontend.log"), 12*time.Second)
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", "disagg", "--model", model)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return "", fmt.Errorf("start the frontend: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logf.Close() }()
-	d.atExit(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(12 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
 	url := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -540,6 +509,41 @@ func (d *demo) startFrontend(ctx context.Context, model string) (string, error) 
 }
 
 var healthClient = &http.Client{Timeout: 2 * time.Second}
+
+// startChild starts cmd in its own process group with its output in logPath (and a parent-
+// death signal, so it cannot outlive the demo), and registers its stop: SIGTERM to the group,
+// SIGKILL after stopTimeout. The returned channel receives the child's exit.
+func (d *demo) startChild(what string, cmd *exec.Cmd, logPath string, stopTimeout time.Duration) (<-chan error, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", what, err)
+	}
+	exited := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		exited <- err
+		close(done)
+	}()
+	d.atExit(func() {
+		d.say("stopping %s", what)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(stopTimeout):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	return exited, nil
+}
 
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -270,8 +270,10 @@ type demoSummary struct {
 	GoodputPercent float64      `json:"goodput_percent"`
 	TTFTP50Ms      float64      `json:"ttft_p50_ms"`
 	TTFTP90Ms      float64      `json:"ttft_p90_ms"`
+	TTFTP99Ms      float64      `json:"ttft_p99_ms"`
 	ITLP50Ms       float64      `json:"itl_p50_ms"`
 	ITLP90Ms       float64      `json:"itl_p90_ms"`
+	ITLP99Ms       float64      `json:"itl_p99_ms"`
 	Ticks          int          `json:"ticks"`
 	Actions        int          `json:"scaling_actions"`
 	PeakPrefill    int          `json:"peak_prefill"`
@@ -320,8 +322,8 @@ func (r *demoRecorder) machineSummary(ticks []tickSample, decisions int) demoSum
 		}
 	}
 	s.GoodputPercent = 100 * float64(good) / math.Max(1, float64(s.Requests))
-	s.TTFTP50Ms, s.TTFTP90Ms = nanToZero(percentile(ttft, 50)), nanToZero(percentile(ttft, 90))
-	s.ITLP50Ms, s.ITLP90Ms = nanToZero(percentile(itl, 50)), nanToZero(percentile(itl, 90))
+	s.TTFTP50Ms, s.TTFTP90Ms, s.TTFTP99Ms = nanToZero(percentile(ttft, 50)), nanToZero(percentile(ttft, 90)), nanToZero(percentile(ttft, 99))
+	s.ITLP50Ms, s.ITLP90Ms, s.ITLP99Ms = nanToZero(percentile(itl, 50)), nanToZero(percentile(itl, 90)), nanToZero(percentile(itl, 99))
 	s.Ticks, s.Actions = len(ticks), decisions
 	s.GPUSeconds, s.PeakPrefill, s.PeakDecode = r.gpuSeconds()
 	for _, t := range ticks {
@@ -331,39 +333,16 @@ func (r *demoRecorder) machineSummary(ticks []tickSample, decisions int) demoSum
 	return s
 }
 
-// summary is the end-of-run summary, line by line.
-func (r *demoRecorder) summary(ticks []tickSample, decisions int) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ok, good, failed int
-	var ttft, itl []float64
-	for _, res := range r.results {
-		if res.Err != "" {
-			failed++
-			continue
-		}
-		ok++
-		ttft = append(ttft, res.Response.TTFTMs)
-		v, has := itlMs(res)
-		if has {
-			itl = append(itl, v)
-		}
-		if res.Response.TTFTMs <= r.cfg.TTFTMs && (!has || v <= r.cfg.ITLMs) {
-			good++
-		}
-	}
-	gpuSeconds, maxP, maxD := r.gpuSeconds()
-	total := len(r.results)
-	lines := []string{
+// lines is the end-of-run summary, line by line.
+func (s demoSummary) lines(cfg config.Config) []string {
+	return []string{
 		fmt.Sprintf("requests: %d finished, %d failed; goodput (TTFT ≤ %.0f ms and ITL ≤ %.0f ms): %.1f%%",
-			ok, failed, r.cfg.TTFTMs, r.cfg.ITLMs, 100*float64(good)/math.Max(1, float64(total))),
+			s.Requests-s.Failed, s.Failed, cfg.TTFTMs, cfg.ITLMs, s.GoodputPercent),
 		fmt.Sprintf("TTFT ms p50 %s, p90 %s, p99 %s; ITL ms p50 %s, p90 %s, p99 %s",
-			num(percentile(ttft, 50)), num(percentile(ttft, 90)), num(percentile(ttft, 99)),
-			num(percentile(itl, 50)), num(percentile(itl, 90)), num(percentile(itl, 99))),
-		fmt.Sprintf("planner: %d ticks, %d scaling actions; peak replicas prefill %d, decode %d", len(ticks), decisions, maxP, maxD),
-		fmt.Sprintf("provisioned GPU time (starting + ready + draining engines): %.1f GPU-minutes", gpuSeconds/60),
+			num(s.TTFTP50Ms), num(s.TTFTP90Ms), num(s.TTFTP99Ms), num(s.ITLP50Ms), num(s.ITLP90Ms), num(s.ITLP99Ms)),
+		fmt.Sprintf("planner: %d ticks, %d scaling actions; peak replicas prefill %d, decode %d", s.Ticks, s.Actions, s.PeakPrefill, s.PeakDecode),
+		fmt.Sprintf("provisioned GPU time (starting + ready + draining engines): %.1f GPU-minutes", s.GPUSeconds/60),
 	}
-	return lines
 }
 
 // gpuSeconds integrates the provisioned GPUs (one per simulated engine) over the samples.
@@ -380,8 +359,7 @@ func (r *demoRecorder) gpuSeconds() (total float64, maxP, maxD int) {
 }
 
 // writeReport writes the HTML report.
-func (r *demoRecorder) writeReport(path, traceName string, m *demoMonitor) error {
-	summary := r.summary(m.ticks, m.decisions)
+func (r *demoRecorder) writeReport(path, traceName string, m *demoMonitor, summary []string) error {
 	r.mu.Lock()
 	start := r.start
 	var ready, expected [2][]report.Point

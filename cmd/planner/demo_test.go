@@ -100,7 +100,7 @@ min_endpoint: 1
 			PID int `json:"pid"`
 		} `json:"workers"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(out, "local-state.json"))), &state))
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(out, localStateFile))), &state))
 	require.Empty(t, state.Workers)
 	pids, err := exec.Command("pgrep", "-f", out).Output()
 	require.Empty(t, strings.TrimSpace(string(pids)), "processes left behind: %s (err %v)", pids, err)

@@ -36,6 +36,9 @@ type localHostOptions struct {
 	Initial [2]int
 }
 
+// localStateFile is the local connector's state file in the demo's output folder.
+const localStateFile = "local-state.json"
+
 // localHost is what a worker hosts for one simulated deployment.
 type localHost struct {
 	local   *local.Local
@@ -64,7 +67,7 @@ func startLocalHost(ctx context.Context, o localHostOptions) (*localHost, error)
 	caps := scaling.EngineCapabilities{MaxNumBatchedTokens: engine.DefaultMaxNumBatchedTokens, MaxNumSeqs: engine.DefaultMaxNumSeqs,
 		MaxKVTokens: 945029 / engine.DefaultBlockSize * engine.DefaultBlockSize, ContextLength: 16384}
 	cfg := local.Config{
-		Namespace: o.Deployment.Namespace, StateFile: filepath.Join(o.Out, "local-state.json"), GPUs: gpus,
+		Namespace: o.Deployment.Namespace, StateFile: filepath.Join(o.Out, localStateFile), GPUs: gpus,
 		LogDir: filepath.Join(o.Out, "logs"), DrainTimeout: 60 * time.Second, StartTimeout: o.StartupDelay + time.Minute,
 		Prefill: local.ComponentConfig{Command: engineCmd("prefill"), GPUsPerWorker: 1, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Capabilities: caps},
 		Decode:  local.ComponentConfig{Command: engineCmd("decode"), GPUsPerWorker: 1, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Capabilities: caps},
