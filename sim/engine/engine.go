@@ -181,6 +181,26 @@ func New(cfg Config, timing Timing) (*Engine, error) {
 	return e, nil
 }
 
+// Clone returns an independent copy of the engine in its current state: the requests it
+// holds, its KV occupancy and its drain flag (the timing model, which is read-only, is
+// shared). Stepping or submitting to either leaves the other unchanged. Call it between
+// passes: the events of the last Pass returned belong to the original.
+func (e *Engine) Clone() *Engine {
+	c := *e
+	c.running = make([]*seq, len(e.running))
+	for i, s := range e.running {
+		cp := *s
+		c.running[i] = &cp
+	}
+	c.waiting = deque{}
+	for i := 0; i < e.waiting.size; i++ {
+		cp := *e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)]
+		c.waiting.pushBack(&cp)
+	}
+	c.sched, c.events, c.pool = nil, nil, nil
+	return &c
+}
+
 // Config returns the engine's configuration, with NumGPUBlocks resolved.
 func (e *Engine) Config() Config { return e.cfg }
 

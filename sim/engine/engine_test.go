@@ -476,3 +476,30 @@ func TestStats(t *testing.T) {
 	require.Zero(t, m.variance())
 	require.Equal(t, moments{n: 1, sum: 999_990, sumSq: 999_990 * 999_990}, m)
 }
+
+func TestClone(t *testing.T) {
+	_, tim := profileTiming(t)
+	cfg := DefaultConfig(RoleAggregated)
+	cfg.NumGPUBlocks = 2000 // forces preemptions, so the clone carries preempted requests
+	e := newEngine(t, cfg, tim)
+	for i := range 60 {
+		require.NoError(t, e.Submit(Request{ID: uint64(i), ISL: 1500 + 37*i, OSL: 200 + 11*i}))
+	}
+	now := 0.0
+	for range 40 { // part-way: some running, some waiting
+		p, ok := e.Step(now)
+		require.True(t, ok)
+		now = p.End()
+	}
+	before := e.Load()
+	c := e.Clone()
+	require.Equal(t, before, c.Load())
+
+	// Running the clone to the end leaves the original where it was ...
+	fromClone := runAll(t, c, now)
+	require.True(t, c.Idle())
+	require.Equal(t, before, e.Load())
+	// ... and the original then does exactly what the clone did.
+	require.Equal(t, fromClone, runAll(t, e, now))
+	require.NotEmpty(t, eventsOf(fromClone))
+}

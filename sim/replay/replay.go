@@ -62,7 +62,20 @@ type Options struct {
 	EngineConfig func(role engine.Role) engine.Config
 	// Horizon bounds the replay at the last arrival + Horizon (0: DefaultHorizon).
 	Horizon time.Duration
+	// Static runs no planner: the pools stay at InitialPrefill and InitialDecode (a static
+	// deployment). Config then only supplies the SLAs the requests are scored against.
+	Static bool
+	// ContextLength is the engines' maximum context in tokens, reported in their
+	// capabilities (the threshold targets need it; 0: DefaultContextLength).
+	ContextLength int
+	// Progress, when set, is called as requests finish (about every 1% of them, and at the
+	// end) with the finished count and the total.
+	Progress func(done, total int)
 }
+
+// DefaultContextLength is the engines' maximum context when Options.ContextLength is 0:
+// the H200 profile's max model length.
+const DefaultContextLength = 16384
 
 // Record is the outcome of one request.
 type Record struct {
@@ -213,6 +226,14 @@ type sim struct {
 	hand    handoffHeap
 	done    int
 	last    float64 // time GPU-seconds are integrated to
+	now     float64 // the time the replay stands at
+	next    int     // next arrival, as a position in order
+	end     float64 // the replay's bound: last arrival + horizon
+	tail    bool    // the passes' start at now is still to do (see advanceTo)
+	stop    func() bool
+	watch   *watch // requests whose outcome an oracle evaluation counts (nil: none)
+
+	progressEvery, progressNext int
 
 	// traffic windows: prefix sums over arrivals (in arrival order) and finishes
 	arrivals        []float64
@@ -253,6 +274,12 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	if o.EngineConfig == nil {
 		o.EngineConfig = engine.DefaultConfig
 	}
+	if o.ContextLength < 0 {
+		return nil, fmt.Errorf("%w: negative context length", ErrInvalidOptions)
+	}
+	if o.ContextLength == 0 {
+		o.ContextLength = DefaultContextLength
+	}
 	timing, err := engine.NewProfileTiming(o.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("replay: timing: %w", err)
@@ -264,6 +291,9 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	s := &sim{o: o, reqs: reqs, timing: timing, planner: pl,
 		p: &pool{role: engine.RolePrefill, target: o.InitialPrefill},
 		d: &pool{role: engine.RoleDecode, target: o.InitialDecode}}
+	s.stop = func() bool { return s.done == len(s.reqs) }
+	s.progressEvery = max(1, len(reqs)/100)
+	s.progressNext = s.progressEvery
 	s.caps = scaling.WorkerCapabilities{Prefill: s.capabilities(engine.RolePrefill), Decode: s.capabilities(engine.RoleDecode)}
 	var boot scaling.Bootstrap
 	if pl.Config().OptimizationTarget == config.TargetSLA {
@@ -283,6 +313,10 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 		s.order[i] = i
 	}
 	sort.SliceStable(s.order, func(a, b int) bool { return reqs[s.order[a]].Arrival < reqs[s.order[b]].Arrival })
+	s.end = o.Horizon.Seconds()
+	if n := len(s.order); n > 0 {
+		s.end += reqs[s.order[n-1]].Arrival
+	}
 	s.arrivals = make([]float64, 0, len(reqs))
 	s.cumISL, s.cumOSL = []float64{0}, []float64{0}
 	s.cumTTFT, s.cumDur, s.cumITL = []float64{0}, []float64{0}, []float64{0}
@@ -314,97 +348,137 @@ func (s *sim) add(pl *pool, readyAt float64) error {
 }
 
 func (s *sim) run() error {
-	next := 0 // next arrival in s.order
-	end := s.o.Horizon.Seconds()
-	if n := len(s.order); n > 0 {
-		end += s.reqs[s.order[n-1]].Arrival
+	for {
+		if s.o.Static {
+			s.advanceTo(math.Inf(1))
+			return nil
+		}
+		tk := s.planner.NextTick(s.st)
+		if !tk.Load && !tk.Throughput {
+			s.advanceTo(math.Inf(1))
+			return nil
+		}
+		if !s.advanceTo(tk.At) {
+			return nil
+		}
+		if err := s.tick(tk.At, tk); err != nil {
+			return err
+		}
 	}
-	tk := s.planner.NextTick(s.st)
-	ticking := tk.Load || tk.Throughput
-	for s.done < len(s.reqs) {
-		t := math.Inf(1)
-		if next < len(s.order) {
-			t = s.reqs[s.order[next]].Arrival
-		}
-		if len(s.hand) > 0 {
-			t = math.Min(t, s.hand[0].at)
-		}
-		for _, pl := range []*pool{s.p, s.d} {
-			for _, r := range pl.reps {
-				if r.inFlight {
-					t = math.Min(t, r.passEnd)
-				} else if r.readyAt > s.last {
-					t = math.Min(t, r.readyAt)
-				}
+}
+
+// nextEvent is the time of the next event after now: an arrival, a hand-off, a pass's end
+// or an engine becoming ready (+Inf: none).
+func (s *sim) nextEvent() float64 {
+	t := math.Inf(1)
+	if s.next < len(s.order) {
+		t = s.reqs[s.order[s.next]].Arrival
+	}
+	if len(s.hand) > 0 {
+		t = math.Min(t, s.hand[0].at)
+	}
+	for _, pl := range []*pool{s.p, s.d} {
+		for _, r := range pl.reps {
+			if r.inFlight {
+				t = math.Min(t, r.passEnd)
+			} else if r.readyAt > s.last {
+				t = math.Min(t, r.readyAt)
 			}
 		}
-		if ticking {
-			t = math.Min(t, tk.At)
+	}
+	return t
+}
+
+// advanceTo runs the replay up to limit: every event time before it in full, then, at
+// limit itself, the events due (passes ending, engines becoming ready, hand-offs and
+// arrivals routed) but not yet the start of new passes, which the next call does first. A
+// planner tick at limit thus observes what the direct loop's tick observes. It returns
+// false, having stopped early, when the stop condition holds (by default: every request
+// done) or the replay's end is passed; true when it stands at limit.
+func (s *sim) advanceTo(limit float64) bool {
+	for {
+		if s.tail {
+			s.startPasses(s.now)
+			s.tail = false
 		}
-		if t > end {
-			s.integrate(end)
-			break
+		if s.stop() {
+			return false
+		}
+		t := math.Min(s.nextEvent(), limit)
+		if t > s.end {
+			s.integrate(s.end)
+			s.now = s.end
+			return false
 		}
 		s.integrate(t)
-		// 1. passes ending now
-		for _, pl := range []*pool{s.p, s.d} {
-			for _, r := range pl.reps {
-				if r.inFlight && r.passEnd <= t {
-					r.inFlight = false
-					s.deliver(pl, r)
-				}
-			}
+		s.now = t
+		s.process(t)
+		s.tail = true
+		if t >= limit {
+			return true
 		}
-		// 2. engines becoming ready: flush the frontend queues
-		s.flush(s.p, t)
-		// 3. hand-offs due
-		for len(s.hand) > 0 && s.hand[0].at <= t {
-			h := heap.Pop(&s.hand).(handoff)
-			s.d.queue = append(s.d.queue, h.req)
-		}
-		s.flush(s.d, t)
-		// 4. arrivals due
-		for next < len(s.order) && s.reqs[s.order[next]].Arrival <= t {
-			i := s.order[next]
-			next++
-			s.arrived(i)
-			s.p.queue = append(s.p.queue, i)
-		}
-		s.flush(s.p, t)
-		// 5. planner tick
-		if ticking && tk.At <= t {
-			if err := s.tick(t, tk); err != nil {
-				return err
-			}
-			tk = s.planner.NextTick(s.st)
-			ticking = tk.Load || tk.Throughput
-		}
-		// 6. drained engines leave; 7. idle engines with work start a pass
-		for _, pl := range []*pool{s.p, s.d} {
-			kept := pl.reps[:0]
-			for _, r := range pl.reps {
-				if r.draining && !r.inFlight && r.eng.Idle() {
-					continue
-				}
-				kept = append(kept, r)
-			}
-			clear(pl.reps[len(kept):])
-			pl.reps = kept
-			for _, r := range pl.reps {
-				if r.inFlight || !r.ready(t) {
-					continue
-				}
-				pass, ok := r.eng.Step(t)
-				if !ok {
-					continue
-				}
-				r.inFlight, r.passEnd = true, pass.End()
-				r.events = append(r.events[:0], pass.Events...)
-				r.running = pass.FPM
+	}
+}
+
+// process handles the events due at t: passes ending, engines becoming ready, hand-offs
+// and arrivals.
+func (s *sim) process(t float64) {
+	// 1. passes ending now
+	for _, pl := range []*pool{s.p, s.d} {
+		for _, r := range pl.reps {
+			if r.inFlight && r.passEnd <= t {
+				r.inFlight = false
+				s.deliver(pl, r)
 			}
 		}
 	}
-	return nil
+	// 2. engines becoming ready: flush the frontend queues
+	s.flush(s.p, t)
+	// 3. hand-offs due
+	for len(s.hand) > 0 && s.hand[0].at <= t {
+		h := heap.Pop(&s.hand).(handoff)
+		s.d.queue = append(s.d.queue, h.req)
+	}
+	s.flush(s.d, t)
+	// 4. arrivals due
+	for s.next < len(s.order) && s.reqs[s.order[s.next]].Arrival <= t {
+		i := s.order[s.next]
+		s.next++
+		s.arrived(i)
+		s.p.queue = append(s.p.queue, i)
+	}
+	s.flush(s.p, t)
+}
+
+// startPasses routes what the frontend queues hold (a scale-up at t may have made an engine
+// ready), removes the drained engines that are idle and starts a pass on every ready engine
+// that holds work and is not running one.
+func (s *sim) startPasses(t float64) {
+	s.flush(s.p, t)
+	s.flush(s.d, t)
+	for _, pl := range []*pool{s.p, s.d} {
+		kept := pl.reps[:0]
+		for _, r := range pl.reps {
+			if r.draining && !r.inFlight && r.eng.Idle() {
+				continue
+			}
+			kept = append(kept, r)
+		}
+		clear(pl.reps[len(kept):])
+		pl.reps = kept
+		for _, r := range pl.reps {
+			if r.inFlight || !r.ready(t) {
+				continue
+			}
+			pass, ok := r.eng.Step(t)
+			if !ok {
+				continue
+			}
+			r.inFlight, r.passEnd = true, pass.End()
+			r.events = append(r.events[:0], pass.Events...)
+			r.running = pass.FPM
+		}
+	}
 }
 
 // integrate adds the provisioned GPU-seconds up to t.
@@ -438,13 +512,25 @@ func (s *sim) finished(i int, t float64) {
 	s.finT = append(s.finT, t)
 	s.cumTTFT = append(s.cumTTFT, s.cumTTFT[len(s.cumTTFT)-1]+rec.TTFTMs)
 	s.cumDur = append(s.cumDur, s.cumDur[len(s.cumDur)-1]+(t-rec.Arrival))
+	s.completed(i)
+}
+
+// completed counts request i as done (finished or failed).
+func (s *sim) completed(i int) {
 	s.done++
+	if s.watch != nil {
+		s.watch.done(s, i)
+	}
+	if s.o.Progress != nil && (s.done >= s.progressNext || s.done == len(s.reqs)) {
+		s.progressNext = s.done + s.progressEvery
+		s.o.Progress(s.done, len(s.reqs))
+	}
 }
 
 // failed records that request i can never run.
 func (s *sim) failed(i int, err error) {
 	s.res.Requests[i].Error = err.Error()
-	s.done++
+	s.completed(i)
 }
 
 // deliver handles the events of r's pass that just ended.
@@ -457,6 +543,9 @@ func (s *sim) deliver(pl *pool, r *replica) {
 		case pl.role == engine.RolePrefill && ev.Kind == engine.EventFirstToken:
 			rec.FirstToken = ev.Time
 			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
+			if s.watch != nil {
+				s.watch.firstToken(s, i)
+			}
 			if rec.OSL <= 1 {
 				s.finished(i, ev.Time)
 			} else {
@@ -540,7 +629,7 @@ func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
 		}
 	}
 	return &scaling.EngineCapabilities{NumGPU: 1, MaxNumBatchedTokens: int64(cfg.MaxNumBatchedTokens),
-		MaxNumSeqs: int64(cfg.MaxNumSeqs), MaxKVTokens: int64(blocks * cfg.BlockSize)}
+		MaxNumSeqs: int64(cfg.MaxNumSeqs), MaxKVTokens: int64(blocks * cfg.BlockSize), ContextLength: int64(s.o.ContextLength)}
 }
 
 // traffic is the frontend's traffic over (t − dur, t].

@@ -1,0 +1,354 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/llmplanner/planner/predict"
+)
+
+// watch counts the outcome of the requests whose arrival positions (in arrival order) are
+// in [lo, hi): an oracle evaluation's stop condition and score.
+type watch struct {
+	lo, hi     int
+	ttftOnly   bool    // score the TTFT only (a prefill search)
+	ttftMs     float64 // the SLAs
+	itlMs      float64
+	pos        []int // request index → arrival position
+	n          int   // requests watched
+	resolved   int   // watched requests whose score is known
+	bad        int   // watched requests that miss the SLA (or never run)
+	allowedBad int   // the evaluation stops as soon as bad exceeds it
+}
+
+func (w *watch) in(i int) bool { p := w.pos[i]; return p >= w.lo && p < w.hi }
+
+// firstToken scores a watched request's TTFT (a TTFT-only search resolves it here).
+func (w *watch) firstToken(s *sim, i int) {
+	if !w.in(i) {
+		return
+	}
+	rec := &s.res.Requests[i]
+	if w.ttftOnly {
+		w.resolved++
+		if rec.TTFTMs > w.ttftMs {
+			w.bad++
+		}
+	}
+}
+
+// done scores a watched request that finished or failed.
+func (w *watch) done(s *sim, i int) {
+	if !w.in(i) {
+		return
+	}
+	rec := &s.res.Requests[i]
+	if w.ttftOnly {
+		if rec.Error != "" { // failed before any first token
+			w.resolved++
+			w.bad++
+		}
+		return
+	}
+	w.resolved++
+	if !rec.Finished || rec.TTFTMs > w.ttftMs || (rec.OSL > 1 && rec.ITLMs > w.itlMs) {
+		w.bad++
+	}
+}
+
+// over reports whether the evaluation's outcome is known: every watched request resolved,
+// or too many bad already.
+func (w *watch) over() bool { return w.resolved >= w.n || w.bad > w.allowedBad }
+
+// good is the share of watched requests known to be good (unresolved ones are not).
+func (w *watch) good() float64 {
+	if w.n == 0 {
+		return 1
+	}
+	return float64(w.resolved-w.bad) / float64(w.n)
+}
+
+// clone returns an independent copy of the replay's state (the planner is not copied: the
+// oracle and static replays run none).
+func (s *sim) clone() *sim {
+	c := *s
+	c.res.Requests = slices.Clone(s.res.Requests)
+	c.res.Timeline = nil
+	c.p, c.d = s.p.clone(), s.d.clone()
+	c.hand = slices.Clone(s.hand)
+	// The traffic windows only grow by appending: sharing their backing arrays is safe as
+	// long as neither copy's appends are seen by the other, which a full slice expression
+	// guarantees (an append to either reallocates).
+	c.arrivals = s.arrivals[:len(s.arrivals):len(s.arrivals)]
+	c.cumISL = s.cumISL[:len(s.cumISL):len(s.cumISL)]
+	c.cumOSL = s.cumOSL[:len(s.cumOSL):len(s.cumOSL)]
+	c.finT = s.finT[:len(s.finT):len(s.finT)]
+	c.cumTTFT = s.cumTTFT[:len(s.cumTTFT):len(s.cumTTFT)]
+	c.cumDur = s.cumDur[:len(s.cumDur):len(s.cumDur)]
+	c.itlT = s.itlT[:len(s.itlT):len(s.itlT)]
+	c.cumITL = s.cumITL[:len(s.cumITL):len(s.cumITL)]
+	c.stop = func() bool { return c.done == len(c.reqs) }
+	c.watch = nil
+	c.o.Progress = nil
+	return &c
+}
+
+func (pl *pool) clone() *pool {
+	c := *pl
+	c.queue = slices.Clone(pl.queue)
+	c.reps = make([]*replica, len(pl.reps))
+	for i, r := range pl.reps {
+		cp := *r
+		cp.eng = r.eng.Clone()
+		cp.events = slices.Clone(r.events)
+		c.reps[i] = &cp
+	}
+	return &c
+}
+
+// setTargets scales the pools to p prefill and d decode engines at the time the replay stands
+// at (new engines are ready after the startup delay; fewer cancel, then drain).
+func (s *sim) setTargets(p, d int) error {
+	if err := s.scale(s.p, &p, s.now); err != nil {
+		return err
+	}
+	return s.scale(s.d, &d, s.now)
+}
+
+// OracleOptions configure the hindsight oracle and the best static search.
+type OracleOptions struct {
+	// Options are the replay's: Config supplies the SLAs (and, for the oracle, the decision
+	// interval), Profile the engines' timing. StartupDelay is honoured (0 makes the oracle a
+	// lower bound for any reactive policy); InitialPrefill and InitialDecode are ignored.
+	Options
+	// Interval is the oracle's decision interval (0: the config's throughput adjustment
+	// interval).
+	Interval time.Duration
+	// Target is the goodput the oracle must reach in every interval, and the static search
+	// over the whole trace, in (0, 1].
+	Target float64
+	// MinPrefill, MinDecode, MaxPrefill and MaxDecode bound the search (0 minimums: 1).
+	MinPrefill, MinDecode, MaxPrefill, MaxDecode int
+}
+
+// OracleStep is the oracle's choice for one interval.
+type OracleStep struct {
+	// At is the interval's start in seconds; Requests the arrivals in it.
+	At       float64 `json:"at"`
+	Requests int     `json:"requests"`
+	// Prefill and Decode are the engines chosen for the interval.
+	Prefill int `json:"prefill"`
+	Decode  int `json:"decode"`
+	// Feasible is false when even the maximum deployment misses the target.
+	Feasible bool `json:"feasible"`
+}
+
+// OracleResult is the oracle's replay with the schedule it chose.
+type OracleResult struct {
+	Result
+	// Schedule has one step per interval.
+	Schedule []OracleStep `json:"schedule"`
+	// Evaluations counts the trial replays the search ran.
+	Evaluations int `json:"evaluations"`
+	// Infeasible counts the intervals no deployment within the bounds served at the target.
+	Infeasible int `json:"infeasible_intervals"`
+}
+
+// StaticResult is the best static deployment's replay.
+type StaticResult struct {
+	Result
+	// Prefill and Decode are the deployment found.
+	Prefill int `json:"prefill"`
+	Decode  int `json:"decode"`
+	// Feasible is false when even the maximum deployment misses the target.
+	Feasible bool `json:"feasible"`
+	// Evaluations counts the trial replays the search ran.
+	Evaluations int `json:"evaluations"`
+}
+
+func (o *OracleOptions) validate() error {
+	if !(o.Target > 0 && o.Target <= 1) {
+		return fmt.Errorf("%w: goodput target %v not in (0, 1]", ErrInvalidOptions, o.Target)
+	}
+	if o.MinPrefill <= 0 {
+		o.MinPrefill = 1
+	}
+	if o.MinDecode <= 0 {
+		o.MinDecode = 1
+	}
+	if o.MaxPrefill < o.MinPrefill || o.MaxDecode < o.MinDecode {
+		return fmt.Errorf("%w: search bounds prefill %d..%d, decode %d..%d", ErrInvalidOptions,
+			o.MinPrefill, o.MaxPrefill, o.MinDecode, o.MaxDecode)
+	}
+	if o.Interval < 0 {
+		return fmt.Errorf("%w: negative oracle interval", ErrInvalidOptions)
+	}
+	if o.Interval == 0 {
+		o.Interval = time.Duration(o.Config.ThroughputAdjustmentIntervalSeconds) * time.Second
+	}
+	if o.Interval <= 0 {
+		return fmt.Errorf("%w: no oracle interval", ErrInvalidOptions)
+	}
+	return nil
+}
+
+// searchSmallest returns the smallest n in [lo, hi] for which ok holds, assuming ok is
+// monotone in n; hi and false when none does.
+func searchSmallest(lo, hi int, ok func(n int) bool) (int, bool) {
+	if !ok(hi) {
+		return hi, false
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, true
+}
+
+// Oracle replays reqs under the hindsight oracle: a simulation-based search that knows the
+// trace. At the start of every interval it picks the smallest prefill count whose
+// engines give the interval's arrivals a TTFT within the SLA at the target rate, then the
+// smallest decode count giving them the target goodput (both SLAs), by bisection over trial
+// replays that continue from the real state (queues, running requests and draining engines
+// carry over) with later arrivals included, until the interval's requests are all scored.
+// The choice is then applied and the replay moves to the next interval. Scaling takes
+// StartupDelay (0: instant, a lower bound). Per-interval greediness makes it an upper bound
+// on the best schedule's cost, not an exact minimum.
+func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
+	if err := o.validate(); err != nil {
+		return OracleResult{}, err
+	}
+	ro := o.Options
+	ro.Static = true
+	ro.InitialPrefill, ro.InitialDecode = o.MinPrefill, o.MinDecode
+	s, err := newSim(reqs, ro)
+	if err != nil {
+		return OracleResult{}, err
+	}
+	var out OracleResult
+	pos := positions(s)
+	step := o.Interval.Seconds()
+	cfg := s.planner.Config()
+	p, d := o.MinPrefill, o.MinDecode
+	last := -1.0
+	if n := len(s.order); n > 0 {
+		last = s.reqs[s.order[n-1]].Arrival
+	}
+	for at := 0.0; at <= last; at += step {
+		if !s.advanceTo(at) {
+			break
+		}
+		lo := s.next
+		hi := lo
+		for hi < len(s.order) && s.reqs[s.order[hi]].Arrival < at+step {
+			hi++
+		}
+		st := OracleStep{At: at, Requests: hi - lo, Feasible: true}
+		if hi == lo {
+			p, d = o.MinPrefill, o.MinDecode
+		} else {
+			allowed := int(math.Floor((1 - o.Target) * float64(hi-lo) * (1 + 1e-12)))
+			trial := func(np, nd int, ttftOnly bool) bool {
+				out.Evaluations++
+				c := s.clone()
+				if err := c.setTargets(np, nd); err != nil {
+					return false
+				}
+				w := &watch{lo: lo, hi: hi, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs,
+					pos: pos, n: hi - lo, allowedBad: allowed}
+				c.watch = w
+				c.stop = w.over
+				c.advanceTo(math.Inf(1))
+				return w.resolved-w.bad >= (hi-lo)-allowed
+			}
+			var okP, okD bool
+			p, okP = searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, d, true) })
+			for {
+				d, okD = searchSmallest(o.MinDecode, o.MaxDecode, func(n int) bool { return trial(p, n, false) })
+				if okD || p >= o.MaxPrefill {
+					break
+				}
+				p++ // TTFT and ITL misses of different requests add up: more prefill helps
+			}
+			st.Feasible = okP && okD
+			if !st.Feasible {
+				out.Infeasible++
+			}
+		}
+		st.Prefill, st.Decode = p, d
+		if err := s.setTargets(p, d); err != nil {
+			return OracleResult{}, err
+		}
+		out.Schedule = append(out.Schedule, st)
+	}
+	s.advanceTo(math.Inf(1))
+	s.summarise()
+	out.Result = s.res
+	return out, nil
+}
+
+// BestStatic searches the smallest static deployment serving the whole trace at the target
+// goodput: the smallest prefill count meeting the TTFT SLA at the target rate, then the
+// smallest decode count meeting both (with more prefill when no decode count does), by
+// bisection over full replays. Smallest is per role, so it is the smallest total when the
+// roles' needs are independent, which they nearly are (decode only sees prefill's timing).
+func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
+	if err := o.validate(); err != nil {
+		return StaticResult{}, err
+	}
+	var out StaticResult
+	var runErr error
+	trial := func(np, nd int, ttftOnly bool) bool {
+		out.Evaluations++
+		ro := o.Options
+		ro.Static, ro.InitialPrefill, ro.InitialDecode, ro.Progress = true, np, nd, nil
+		s, err := newSim(reqs, ro)
+		if err != nil {
+			runErr = err
+			return false
+		}
+		cfg := s.planner.Config()
+		n := len(reqs)
+		w := &watch{lo: 0, hi: n, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: positions(s), n: n,
+			allowedBad: int(math.Floor((1 - o.Target) * float64(n) * (1 + 1e-12)))}
+		s.watch, s.stop = w, w.over
+		s.advanceTo(math.Inf(1))
+		return w.resolved-w.bad >= n-w.allowedBad
+	}
+	p, okP := searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, o.MaxDecode, true) })
+	var d int
+	var okD bool
+	for {
+		d, okD = searchSmallest(o.MinDecode, o.MaxDecode, func(n int) bool { return trial(p, n, false) })
+		if okD || p >= o.MaxPrefill {
+			break
+		}
+		p++
+	}
+	if runErr != nil {
+		return StaticResult{}, runErr
+	}
+	ro := o.Options
+	ro.Static, ro.InitialPrefill, ro.InitialDecode = true, p, d
+	res, err := Run(reqs, ro)
+	if err != nil {
+		return StaticResult{}, err
+	}
+	out.Result, out.Prefill, out.Decode, out.Feasible = res, p, d, okP && okD
+	return out, nil
+}
+
+// positions maps request indexes to their arrival positions.
+func positions(s *sim) []int {
+	pos := make([]int, len(s.order))
+	for p, i := range s.order {
+		pos[i] = p
+	}
+	return pos
+}
