@@ -282,3 +282,21 @@ func ExampleNew() {
 	fmt.Printf("%.3f %q\n", f.Value, f.Fallback)
 	// Output: 0.104 ""
 }
+
+func TestBacktest_HandComputed(t *testing.T) {
+	// The constant predictor forecasts the last value: errors 2 (of 2→4), 2 (4→2), 2 (2→0).
+	r, err := Backtest(Options{Kind: Constant}, []float64{2, 4, 2, 0})
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Intervals)
+	require.Equal(t, 2, r.Scored, "the actual 0 is not in the MAPE")
+	require.NotNil(t, r.MAPEPct)
+	require.InDelta(t, 100*(2.0/4+2.0/2)/2, *r.MAPEPct, 1e-12)
+	require.InDelta(t, 2.0, r.MAE, 1e-12)
+
+	r, err = Backtest(Options{Kind: Constant}, []float64{0, 0})
+	require.NoError(t, err)
+	require.Nil(t, r.MAPEPct)
+
+	_, err = Backtest(Options{Kind: "bogus"}, []float64{1})
+	require.Error(t, err)
+}

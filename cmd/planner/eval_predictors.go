@@ -194,37 +194,12 @@ func evaluateSeries(s evalSeries) ([]evalResult, error) {
 	for _, ep := range evalPredictors {
 		o := ep.opts
 		o.StepSeconds = s.interval
-		p, err := predict.New(o)
+		bt, err := predict.Backtest(o, s.counts)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ep.name, err)
+			return nil, fmt.Errorf("%s on %s: %w", ep.name, s.trace, err)
 		}
-		r := evalResult{Trace: s.trace, Series: s.series, Interval: s.interval, Predictor: ep.name}
-		var absErr, pctErr float64
-		for i, actual := range s.counts {
-			if i > 0 {
-				f, err := p.Predict()
-				if err != nil {
-					return nil, fmt.Errorf("%s on %s at interval %d: %w", ep.name, s.trace, i, err)
-				}
-				if f.Fallback != "" {
-					r.Fallbacks++
-				}
-				r.Intervals++
-				absErr += math.Abs(f.Value - actual)
-				if actual > 0 {
-					r.Scored++
-					pctErr += math.Abs(f.Value-actual) / actual
-				}
-			}
-			p.Add(actual)
-		}
-		if r.Intervals > 0 {
-			r.MAE = absErr / float64(r.Intervals)
-		}
-		if r.Scored > 0 {
-			m := 100 * pctErr / float64(r.Scored)
-			r.MAPE = &m
-		}
+		r := evalResult{Trace: s.trace, Series: s.series, Interval: s.interval, Predictor: ep.name,
+			Intervals: bt.Intervals, Scored: bt.Scored, MAPE: bt.MAPEPct, MAE: bt.MAE, Fallbacks: bt.Fallbacks}
 		rows = append(rows, r)
 	}
 	best := -1

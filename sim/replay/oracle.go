@@ -76,6 +76,7 @@ func (s *sim) clone() *sim {
 	c := *s
 	c.res.Requests = slices.Clone(s.res.Requests)
 	c.res.Timeline = nil
+	c.res.Replicas = slices.Clone(s.res.Replicas)
 	c.p, c.d = s.p.clone(), s.d.clone()
 	c.hand = slices.Clone(s.hand)
 	// The traffic windows only grow by appending: sharing their backing arrays is safe as
@@ -120,8 +121,10 @@ func (s *sim) setTargets(p, d int) error {
 // OracleOptions configure the hindsight oracle and the best static search.
 type OracleOptions struct {
 	// Options are the replay's: Config supplies the SLAs (and, for the oracle, the decision
-	// interval), Profile the engines' timing. StartupDelay is honoured (0 makes the oracle a
-	// lower bound for any reactive policy); InitialPrefill and InitialDecode are ignored.
+	// interval), Profile the engines' timing. The oracle knows the future, so it orders every
+	// engine StartupDelay before it is needed: its engines are ready when it wants them and
+	// each one started is charged StartupDelay GPU-seconds of starting. InitialPrefill and
+	// InitialDecode are ignored.
 	Options
 	// Interval is the oracle's decision interval (0: the config's throughput adjustment
 	// interval).
@@ -217,15 +220,16 @@ func searchSmallest(lo, hi int, ok func(n int) bool) (int, bool) {
 // smallest decode count giving them the target goodput (both SLAs), by bisection over trial
 // replays that continue from the real state (queues, running requests and draining engines
 // carry over) with later arrivals included, until the interval's requests are all scored.
-// The choice is then applied and the replay moves to the next interval. Scaling takes
-// StartupDelay (0: instant, a lower bound). Per-interval greediness makes it an upper bound
-// on the best schedule's cost, not an exact minimum.
+// The choice is then applied and the replay moves to the next interval. With hindsight the
+// oracle orders engines ahead, so they are ready at the interval's start; each started
+// engine is charged StartupDelay GPU-seconds. Per-interval greediness makes it an upper
+// bound on the best schedule's cost, not an exact minimum.
 func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 	if err := o.validate(); err != nil {
 		return OracleResult{}, err
 	}
 	ro := o.Options
-	ro.Static = true
+	ro.Static, ro.StartupDelay = true, 0
 	ro.InitialPrefill, ro.InitialDecode = o.MinPrefill, o.MinDecode
 	s, err := newSim(reqs, ro)
 	if err != nil {
@@ -288,6 +292,9 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 		out.Schedule = append(out.Schedule, st)
 	}
 	s.advanceTo(math.Inf(1))
+	// The engines' startup, ordered ahead of time.
+	s.p.gpuSec += float64(s.p.started) * o.StartupDelay.Seconds()
+	s.d.gpuSec += float64(s.d.started) * o.StartupDelay.Seconds()
 	s.summarise()
 	out.Result = s.res
 	return out, nil

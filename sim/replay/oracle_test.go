@@ -72,7 +72,7 @@ func TestOracle_FollowsTheLoadAndBeatsTheBestStatic(t *testing.T) {
 		orc.Goodput, orc.GPUSeconds, orc.Evaluations, best.Prefill, best.Decode, best.Goodput, best.GPUSeconds)
 }
 
-func TestOracle_StartupDelayCostsGoodputOrGPUs(t *testing.T) {
+func TestOracle_StartupDelayIsChargedNotWaited(t *testing.T) {
 	reqs := steps(step{0, 180, 2, 3000, 300}, step{180, 360, 30, 3000, 300}, step{360, 600, 2, 3000, 300})
 	o := oracleOptions(t)
 	instant, err := Oracle(reqs, o)
@@ -80,8 +80,19 @@ func TestOracle_StartupDelayCostsGoodputOrGPUs(t *testing.T) {
 	o.StartupDelay = 60 * time.Second
 	slow, err := Oracle(reqs, o)
 	require.NoError(t, err)
-	// Engines ordered at the step arrive a minute late: the step's first interval is missed.
-	require.Less(t, slow.Goodput, instant.Goodput)
+	// Ordered ahead, the engines serve exactly as without delay ...
+	require.Equal(t, instant.Schedule, slow.Schedule)
+	require.Equal(t, instant.Good, slow.Good)
+	// ... and each engine started costs 60 GPU-seconds.
+	upP, upD := 0, 0
+	for i := 1; i < len(slow.Schedule); i++ {
+		upP += max(0, slow.Schedule[i].Prefill-slow.Schedule[i-1].Prefill)
+		upD += max(0, slow.Schedule[i].Decode-slow.Schedule[i-1].Decode)
+	}
+	require.Positive(t, upP)
+	require.Positive(t, upD)
+	require.InDelta(t, instant.PrefillGPUSeconds+float64(upP)*60, slow.PrefillGPUSeconds, 1e-6)
+	require.InDelta(t, instant.DecodeGPUSeconds+float64(upD)*60, slow.DecodeGPUSeconds, 1e-6)
 }
 
 func TestOracle_InvalidOptions(t *testing.T) {

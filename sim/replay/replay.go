@@ -154,6 +154,16 @@ type Result struct {
 	Reversals    int `json:"reversals"`
 	// Timeline has one entry per planner tick.
 	Timeline []TimelineEntry `json:"timeline"`
+	// Replicas samples the pools whenever they change (starting, ready or draining counts),
+	// from time 0: what was provisioned when, whatever decided it.
+	Replicas []ReplicaSample `json:"replicas"`
+}
+
+// ReplicaSample is the pools from a time on.
+type ReplicaSample struct {
+	At      float64    `json:"at"`
+	Prefill PoolCounts `json:"prefill"`
+	Decode  PoolCounts `json:"decode"`
 }
 
 // replica is one simulated engine.
@@ -186,6 +196,7 @@ type pool struct {
 	seq      int   // engines ever made (worker id suffix)
 	gpuSec   float64
 	lastSign int
+	started  int // engines started by scaling (not the initial ones)
 }
 
 // handoff is a request becoming available to decode at a time.
@@ -330,6 +341,7 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 			return nil, err
 		}
 	}
+	s.sample(0)
 	return s, nil
 }
 
@@ -399,6 +411,7 @@ func (s *sim) advanceTo(limit float64) bool {
 	for {
 		if s.tail {
 			s.startPasses(s.now)
+			s.sample(s.now)
 			s.tail = false
 		}
 		if s.stop() {
@@ -413,6 +426,7 @@ func (s *sim) advanceTo(limit float64) bool {
 		s.integrate(t)
 		s.now = t
 		s.process(t)
+		s.sample(t)
 		s.tail = true
 		if t >= limit {
 			return true
@@ -479,6 +493,22 @@ func (s *sim) startPasses(t float64) {
 			r.running = pass.FPM
 		}
 	}
+}
+
+// sample records the pools at t when they differ from the last sample.
+func (s *sim) sample(t float64) {
+	rs := ReplicaSample{At: t, Prefill: s.p.counts(t), Decode: s.d.counts(t)}
+	if n := len(s.res.Replicas); n > 0 {
+		last := s.res.Replicas[n-1]
+		if last.Prefill == rs.Prefill && last.Decode == rs.Decode {
+			return
+		}
+		if last.At == t {
+			s.res.Replicas[n-1] = rs
+			return
+		}
+	}
+	s.res.Replicas = append(s.res.Replicas, rs)
 }
 
 // integrate adds the provisioned GPU-seconds up to t.
@@ -720,6 +750,7 @@ func (s *sim) scale(pl *pool, target *int, t float64) error {
 		if err := s.add(pl, t+s.o.StartupDelay.Seconds()); err != nil {
 			return err
 		}
+		pl.started++
 	}
 	excess := len(active) - want
 	// Cancel starting engines, newest first.

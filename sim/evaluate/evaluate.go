@@ -1,0 +1,484 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/replay"
+)
+
+// Row kinds.
+const (
+	KindPolicy    = "policy"    // a planner configuration of the scenario
+	KindOracle    = "oracle"    // the hindsight oracle
+	KindStatic    = "static"    // the best static deployment
+	KindSweep     = "startup"   // the sweep policy at another startup delay
+	KindPredictor = "predictor" // the sweep policy driven by another load predictor
+)
+
+// Plan is what Run evaluates.
+type Plan struct {
+	// Scenario supplies the SLAs, target, startup delay, budget and policies.
+	Scenario *Scenario
+	// Requests is the trace; TraceDesc describes it.
+	Requests  []predict.Request
+	TraceDesc string
+	// Profile is the engines' timing model and the planner's perf model.
+	Profile *perf.Profile
+	// Oracle and Static add the hindsight oracle and the best static deployment.
+	Oracle, Static bool
+	// SweepPolicy names the policy the startup sweep and the predictor comparison run
+	// (empty: the first policy).
+	SweepPolicy string
+	// StartupSweep runs SweepPolicy at each of these startup delays.
+	StartupSweep []time.Duration
+	// Predictors runs SweepPolicy with each of these load predictors, and backtests them on
+	// the trace at PredictorIntervals (default 60 s and 180 s).
+	Predictors         []string
+	PredictorIntervals []time.Duration
+	// Parallel bounds the replays run at once (≤ 0: 1).
+	Parallel int
+	// Progress, when set, is called about every ProgressEvery (default 1 s) and at the end.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+}
+
+// Progress is a snapshot of a running evaluation.
+type Progress struct {
+	// Done and Total count the replays.
+	Done, Total int
+	// Running are the replays under way with the share of their requests finished.
+	Running []RunProgress
+}
+
+// RunProgress is one running replay.
+type RunProgress struct {
+	Name     string
+	Fraction float64
+}
+
+// Row is one replay's scores.
+type Row struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// StartupS is the startup delay the replay ran with.
+	StartupS float64 `json:"startup_s"`
+	// Deployment describes a static deployment or the oracle's range ("2P 2D", "1–3P 1–4D").
+	Deployment string `json:"deployment,omitempty"`
+	Requests   int    `json:"requests"`
+	Finished   int    `json:"finished"`
+	// Goodput is the share of requests within both SLAs.
+	Goodput float64            `json:"goodput"`
+	TTFT    replay.Percentiles `json:"ttft_ms"`
+	ITL     replay.Percentiles `json:"itl_ms"`
+	// GPUHours is the provisioned (starting + ready + draining) GPU-hours, 1 GPU per engine.
+	GPUHours        float64 `json:"gpu_hours"`
+	PrefillGPUHours float64 `json:"prefill_gpu_hours"`
+	DecodeGPUHours  float64 `json:"decode_gpu_hours"`
+	// GPUHoursPer1kGood is GPU-hours per 1,000 good requests (+Inf without any: JSON null).
+	GPUHoursPer1kGood *float64 `json:"gpu_hours_per_1k_good"`
+	ScaleActions      int      `json:"scale_actions"`
+	Reversals         int      `json:"reversals"`
+	PeakPrefill       int      `json:"peak_prefill"`
+	PeakDecode        int      `json:"peak_decode"`
+	// Note says what else matters (infeasible oracle intervals, trial replays).
+	Note string `json:"note,omitempty"`
+	// WallSeconds is how long the replay (or search) took.
+	WallSeconds float64 `json:"wall_seconds"`
+	// Timeline is the per-interval view (60 s buckets of arrival time).
+	Timeline []Interval `json:"timeline"`
+	// Replicas are the pools' changes over time.
+	Replicas []replay.ReplicaSample `json:"replicas"`
+}
+
+// Interval is one bucket of a replay's timeline.
+type Interval struct {
+	// At is the bucket's start in seconds; Requests the arrivals in it.
+	At       float64 `json:"at"`
+	Requests int     `json:"requests"`
+	// Goodput is the bucket's share of good requests (1 without requests).
+	Goodput float64 `json:"goodput"`
+	// TTFTMs and ITLMs are the bucket's finished requests' means.
+	TTFTMs float64 `json:"ttft_ms"`
+	ITLMs  float64 `json:"itl_ms"`
+	// Prefill and Decode are the engines provisioned (starting + ready + draining) at its end.
+	Prefill int `json:"prefill"`
+	Decode  int `json:"decode"`
+}
+
+// PredictorScore is one predictor's one-step-ahead error on the trace's request counts.
+type PredictorScore struct {
+	Predictor string   `json:"predictor"`
+	IntervalS float64  `json:"interval_s"`
+	MAPEPct   *float64 `json:"mape_pct"`
+	MAE       float64  `json:"mae"`
+	Intervals int      `json:"intervals"`
+	Fallbacks int      `json:"fallbacks"`
+}
+
+// Report is an evaluation's outcome.
+type Report struct {
+	Scenario      string  `json:"scenario"`
+	Description   string  `json:"description,omitempty"`
+	Trace         string  `json:"trace"`
+	Requests      int     `json:"requests"`
+	TraceSeconds  float64 `json:"trace_seconds"`
+	TTFTMs        float64 `json:"ttft_sla_ms"`
+	ITLMs         float64 `json:"itl_sla_ms"`
+	GoodputTarget float64 `json:"goodput_target"`
+	StartupS      float64 `json:"startup_s"`
+	MaxGPUBudget  int     `json:"max_gpu_budget"`
+	// Oracle says which oracle was built.
+	Oracle string `json:"oracle,omitempty"`
+	Rows   []Row  `json:"rows"`
+	// Predictors are the backtests of the predictor comparison.
+	Predictors []PredictorScore `json:"predictors,omitempty"`
+	// WallSeconds is the whole evaluation's wall time.
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// OracleDescription says which oracle Oracle rows are.
+const OracleDescription = "simulation-based hindsight oracle: every interval, the smallest prefill then decode " +
+	"counts whose trial replays (from the real state, later arrivals included) serve that interval's " +
+	"arrivals at the goodput target; engines are ordered one startup delay ahead and charged for it"
+
+// job is one replay of an evaluation.
+type job struct {
+	name, kind string
+	startup    time.Duration
+	run        func(progress func(done, total int)) (Row, error)
+}
+
+// Run evaluates the plan. Replays run in parallel; the rows come back in a fixed order:
+// the policies, the oracle, the static deployment, the sweep, the predictors.
+func Run(ctx context.Context, p Plan) (*Report, error) {
+	sc := p.Scenario
+	if sc == nil || p.Profile == nil || len(p.Requests) == 0 {
+		return nil, errors.New("evaluate: a scenario, a profile and requests are needed")
+	}
+	start := time.Now()
+	rep := &Report{Scenario: sc.Name, Description: sc.Description, Trace: p.TraceDesc, Requests: len(p.Requests),
+		TTFTMs: sc.SLA.TTFTMs, ITLMs: sc.SLA.ITLMs, GoodputTarget: sc.GoodputTarget, StartupS: sc.StartupSeconds,
+		MaxGPUBudget: sc.MaxGPUBudget}
+	for _, r := range p.Requests {
+		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
+	}
+	jobs, err := p.jobs()
+	if err != nil {
+		return nil, err
+	}
+	if p.Oracle {
+		rep.Oracle = OracleDescription
+	}
+	rows := make([]Row, len(jobs))
+	errs := make([]error, len(jobs))
+	fractions := make([]float64, len(jobs))
+	state := make([]int, len(jobs)) // 0 waiting, 1 running, 2 done
+	var mu sync.Mutex
+	snapshot := func() Progress {
+		mu.Lock()
+		defer mu.Unlock()
+		pr := Progress{Total: len(jobs)}
+		for i, j := range jobs {
+			switch state[i] {
+			case 1:
+				pr.Running = append(pr.Running, RunProgress{Name: j.name, Fraction: fractions[i]})
+			case 2:
+				pr.Done++
+			}
+		}
+		return pr
+	}
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		if p.Progress == nil {
+			return
+		}
+		every := p.ProgressEvery
+		if every <= 0 {
+			every = time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				p.Progress(snapshot())
+			}
+		}
+	}()
+	par := max(1, p.Parallel)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				errs[i] = ctx.Err()
+				return
+			}
+			mu.Lock()
+			state[i] = 1
+			mu.Unlock()
+			t0 := time.Now()
+			row, err := j.run(func(done, total int) {
+				mu.Lock()
+				fractions[i] = float64(done) / float64(total)
+				mu.Unlock()
+			})
+			row.WallSeconds = time.Since(t0).Seconds()
+			rows[i], errs[i] = row, err
+			mu.Lock()
+			state[i] = 2
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(stopProgress)
+	<-progressDone
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("evaluate %s: %w", jobs[i].name, err)
+		}
+	}
+	rep.Rows = rows
+	if len(p.Predictors) > 0 {
+		if rep.Predictors, err = p.backtests(); err != nil {
+			return nil, err
+		}
+	}
+	rep.WallSeconds = time.Since(start).Seconds()
+	if p.Progress != nil {
+		p.Progress(snapshot())
+	}
+	return rep, nil
+}
+
+// jobs lists the plan's replays in report order.
+func (p Plan) jobs() ([]job, error) {
+	sc := p.Scenario
+	var jobs []job
+	cfgs := map[string]config.Config{}
+	for _, ps := range sc.Policies {
+		cfg, err := sc.PolicyConfig(ps)
+		if err != nil {
+			return nil, err
+		}
+		cfgs[ps.Name] = cfg
+		jobs = append(jobs, p.policyJob(ps.Name, KindPolicy, cfg, sc.StartupDelay()))
+	}
+	base := replay.Options{Profile: p.Profile}
+	bounds := replay.OracleOptions{Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
+		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))}
+	scoring, err := sc.apply(config.Default())
+	if err != nil {
+		return nil, err
+	}
+	if p.Oracle {
+		jobs = append(jobs, job{name: "oracle", kind: KindOracle, run: func(progress func(int, int)) (Row, error) {
+			o := bounds
+			o.Options = base
+			o.Config, o.StartupDelay, o.Progress = scoring, sc.StartupDelay(), progress
+			res, err := replay.Oracle(p.Requests, o)
+			if err != nil {
+				return Row{}, err
+			}
+			row := p.row("oracle", KindOracle, sc.StartupDelay(), res.Result)
+			row.Deployment = fmt.Sprintf("%s P, %s D", span(res.Schedule, func(s replay.OracleStep) int { return s.Prefill }),
+				span(res.Schedule, func(s replay.OracleStep) int { return s.Decode }))
+			row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
+			if res.Infeasible > 0 {
+				row.Note += fmt.Sprintf("; %d of %d intervals missed the target even at the budget", res.Infeasible, len(res.Schedule))
+			}
+			return row, nil
+		}})
+	}
+	if p.Static {
+		jobs = append(jobs, job{name: "best-static", kind: KindStatic, run: func(progress func(int, int)) (Row, error) {
+			o := bounds
+			o.Options = base
+			o.Config, o.Progress = scoring, progress
+			res, err := replay.BestStatic(p.Requests, o)
+			if err != nil {
+				return Row{}, err
+			}
+			row := p.row("best-static", KindStatic, 0, res.Result)
+			row.Deployment = fmt.Sprintf("%dP %dD", res.Prefill, res.Decode)
+			row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
+			if !res.Feasible {
+				row.Note += "; no deployment within the budget meets the target"
+			}
+			return row, nil
+		}})
+	}
+	sweep := p.SweepPolicy
+	if sweep == "" && len(sc.Policies) > 0 {
+		sweep = sc.Policies[0].Name
+	}
+	sweepCfg, ok := cfgs[sweep]
+	if !ok && (len(p.StartupSweep) > 0 || len(p.Predictors) > 0) {
+		return nil, fmt.Errorf("evaluate: sweep policy %q is not one of the scenario's", sweep)
+	}
+	for _, d := range p.StartupSweep {
+		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s @%gs", sweep, d.Seconds()), KindSweep, sweepCfg, d))
+	}
+	for _, pred := range p.Predictors {
+		cfg := sweepCfg
+		cfg.LoadPredictor = pred
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("evaluate: predictor %q: %w", pred, err)
+		}
+		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s/%s", sweep, pred), KindPredictor, cfg, sc.StartupDelay()))
+	}
+	return jobs, nil
+}
+
+// policyJob replays the trace under a planner configuration.
+func (p Plan) policyJob(name, kind string, cfg config.Config, startup time.Duration) job {
+	return job{name: name, kind: kind, startup: startup, run: func(progress func(int, int)) (Row, error) {
+		res, err := replay.Run(p.Requests, replay.Options{Config: cfg, Profile: p.Profile, StartupDelay: startup,
+			InitialPrefill: 1, InitialDecode: 1, Progress: progress})
+		if err != nil {
+			return Row{}, err
+		}
+		return p.row(name, kind, startup, res), nil
+	}}
+}
+
+// row scores a replay.
+func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) Row {
+	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: len(res.Requests), Finished: res.Finished,
+		Goodput: res.Goodput, TTFT: res.TTFT, ITL: res.ITL, GPUHours: res.GPUSeconds / 3600,
+		PrefillGPUHours: res.PrefillGPUSeconds / 3600, DecodeGPUHours: res.DecodeGPUSeconds / 3600,
+		ScaleActions: res.ScaleActions, Reversals: res.Reversals, Replicas: res.Replicas}
+	if res.Good > 0 {
+		v := r.GPUHours / float64(res.Good) * 1000
+		r.GPUHoursPer1kGood = &v
+	}
+	for _, s := range res.Replicas {
+		r.PeakPrefill = max(r.PeakPrefill, s.Prefill.Ready+s.Prefill.Starting+s.Prefill.Draining)
+		r.PeakDecode = max(r.PeakDecode, s.Decode.Ready+s.Decode.Starting+s.Decode.Draining)
+	}
+	r.Timeline = timeline(res, p.Scenario.SLA, 60)
+	return r
+}
+
+// timeline buckets a replay by arrival time.
+func timeline(res replay.Result, sla SLA, step float64) []Interval {
+	if len(res.Requests) == 0 {
+		return nil
+	}
+	last := 0.0
+	for _, r := range res.Requests {
+		last = math.Max(last, r.Arrival)
+	}
+	n := int(last/step) + 1
+	out := make([]Interval, n)
+	ttftN, itlN := make([]int, n), make([]int, n)
+	good := make([]int, n)
+	for i := range out {
+		out[i].At = float64(i) * step
+	}
+	for _, r := range res.Requests {
+		b := int(r.Arrival / step)
+		out[b].Requests++
+		if !r.Finished {
+			continue
+		}
+		out[b].TTFTMs += r.TTFTMs
+		ttftN[b]++
+		if r.OSL > 1 {
+			out[b].ITLMs += r.ITLMs
+			itlN[b]++
+		}
+		if r.TTFTMs <= sla.TTFTMs && (r.OSL <= 1 || r.ITLMs <= sla.ITLMs) {
+			good[b]++
+		}
+	}
+	k := 0
+	for i := range out {
+		out[i].Goodput = 1
+		if out[i].Requests > 0 {
+			out[i].Goodput = float64(good[i]) / float64(out[i].Requests)
+		}
+		if ttftN[i] > 0 {
+			out[i].TTFTMs /= float64(ttftN[i])
+		}
+		if itlN[i] > 0 {
+			out[i].ITLMs /= float64(itlN[i])
+		}
+		end := out[i].At + step
+		for k+1 < len(res.Replicas) && res.Replicas[k+1].At <= end {
+			k++
+		}
+		if len(res.Replicas) > 0 {
+			s := res.Replicas[k]
+			out[i].Prefill = s.Prefill.Ready + s.Prefill.Starting + s.Prefill.Draining
+			out[i].Decode = s.Decode.Ready + s.Decode.Starting + s.Decode.Draining
+		}
+	}
+	return out
+}
+
+// backtests scores the plan's predictors on the trace's request counts.
+func (p Plan) backtests() ([]PredictorScore, error) {
+	ivs := p.PredictorIntervals
+	if len(ivs) == 0 {
+		ivs = []time.Duration{60 * time.Second, 180 * time.Second}
+	}
+	reqs := append([]predict.Request(nil), p.Requests...)
+	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Arrival < reqs[b].Arrival })
+	var out []PredictorScore
+	for _, iv := range ivs {
+		windows := predict.Bucket(reqs, iv.Seconds())
+		counts := make([]float64, len(windows))
+		for i, w := range windows {
+			counts[i] = float64(w.Count)
+		}
+		for _, name := range p.Predictors {
+			bt, err := predict.Backtest(predict.Options{Kind: predict.Kind(name), StepSeconds: iv.Seconds()}, counts)
+			if err != nil {
+				return nil, fmt.Errorf("evaluate: backtest %s at %v: %w", name, iv, err)
+			}
+			out = append(out, PredictorScore{Predictor: name, IntervalS: iv.Seconds(), MAPEPct: bt.MAPEPct, MAE: bt.MAE,
+				Intervals: bt.Intervals, Fallbacks: bt.Fallbacks})
+		}
+	}
+	return out, nil
+}
+
+// span formats the range of a schedule's values ("2" or "1–3").
+func span(steps []replay.OracleStep, f func(replay.OracleStep) int) string {
+	if len(steps) == 0 {
+		return "-"
+	}
+	lo, hi := f(steps[0]), f(steps[0])
+	for _, s := range steps {
+		lo, hi = min(lo, f(s)), max(hi, f(s))
+	}
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d–%d", lo, hi)
+}

@@ -1,0 +1,159 @@
+package evaluate
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/llmplanner/planner/sim/report"
+)
+
+// tableHeader is the comparison table's columns.
+var tableHeader = []string{"run", "kind", "startup s", "deployment", "goodput", "TTFT p50/p90/p99 ms",
+	"ITL p50/p90/p99 ms", "GPU-h", "GPU-h/1k good", "actions", "reversals", "peak P/D", "note"}
+
+func (r Row) cells() []string {
+	per := "-"
+	if r.GPUHoursPer1kGood != nil {
+		per = fmt.Sprintf("%.3f", *r.GPUHoursPer1kGood)
+	}
+	dep := r.Deployment
+	if dep == "" {
+		dep = "-"
+	}
+	return []string{r.Name, r.Kind, fmt.Sprintf("%g", r.StartupS), dep, fmt.Sprintf("%.1f%%", 100*r.Goodput),
+		fmt.Sprintf("%.0f / %.0f / %.0f", r.TTFT.P50, r.TTFT.P90, r.TTFT.P99),
+		fmt.Sprintf("%.1f / %.1f / %.1f", r.ITL.P50, r.ITL.P90, r.ITL.P99),
+		fmt.Sprintf("%.2f", r.GPUHours), per, fmt.Sprint(r.ScaleActions), fmt.Sprint(r.Reversals),
+		fmt.Sprintf("%d/%d", r.PeakPrefill, r.PeakDecode), r.Note}
+}
+
+// WriteTable prints the report's comparison as aligned text.
+func (rep *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "scenario %s: %s\n", rep.Scenario, rep.Trace)
+	fmt.Fprintf(w, "%d requests over %.0f s; SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; startup %g s; budget %d GPUs\n\n",
+		rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs, 100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(tableHeader, "\t"))
+	for _, r := range rep.Rows {
+		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rep.Predictors) > 0 {
+		fmt.Fprintln(w, "\nnext-interval request-count MAPE on this trace:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "predictor\tinterval s\tMAPE %\tMAE\tfallbacks")
+		for _, p := range rep.Predictors {
+			fmt.Fprintf(tw, "%s\t%g\t%s\t%.1f\t%d\n", p.Predictor, p.IntervalS, mape(p.MAPEPct), p.MAE, p.Fallbacks)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if rep.Oracle != "" {
+		fmt.Fprintf(w, "\noracle: %s\n", rep.Oracle)
+	}
+	return nil
+}
+
+func mape(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}
+
+// WriteHTML writes the report as a self-contained HTML page: the comparison table, the
+// predictor backtests, and per-interval plots of every run.
+func (rep *Report) WriteHTML(w io.Writer) error {
+	rows := make([][]string, len(rep.Rows))
+	for i, r := range rep.Rows {
+		rows[i] = r.cells()
+	}
+	intro := fmt.Sprintf("Scenario %s. Trace: %s; %d requests over %.0f s. SLA: TTFT %g ms, ITL %g ms (per request, "+
+		"(e2e − TTFT)/(OSL − 1)); goodput target %.0f%%; engine startup %g s; GPU budget %d. Engines are simulated "+
+		"(sim/engine, the measured H200 profile), 1 GPU each; GPU-hours count starting, ready and draining engines. "+
+		"Replayed on a virtual clock in %.1f s of wall time.",
+		rep.Scenario, rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs, 100*rep.GoodputTarget,
+		rep.StartupS, rep.MaxGPUBudget, rep.WallSeconds)
+	if rep.Description != "" {
+		intro = strings.TrimSpace(rep.Description) + "\n\n" + intro
+	}
+	if rep.Oracle != "" {
+		intro += "\n\nOracle: " + rep.Oracle + "."
+	}
+	page := report.Page{Title: "planner simulate: " + rep.Scenario, Intro: intro,
+		Tables: []report.Table{{Title: "Comparison", Header: tableHeader, Rows: rows}}}
+	if len(rep.Predictors) > 0 {
+		t := report.Table{Title: "Next-interval request-count MAPE", Header: []string{"predictor", "interval s", "MAPE %", "MAE", "fallbacks"}}
+		for _, p := range rep.Predictors {
+			t.Rows = append(t.Rows, []string{p.Predictor, fmt.Sprintf("%g", p.IntervalS), mape(p.MAPEPct), fmt.Sprintf("%.1f", p.MAE), fmt.Sprint(p.Fallbacks)})
+		}
+		page.Tables = append(page.Tables, t)
+	}
+	series := func(kind string, f func(Row) []report.Point, step bool) []report.Series {
+		var out []report.Series
+		for _, r := range rep.Rows {
+			if kind != "" && r.Kind != kind && !(kind == KindPolicy && (r.Kind == KindOracle || r.Kind == KindStatic)) {
+				continue
+			}
+			out = append(out, report.Series{Name: r.Name, Points: f(r), Step: step})
+		}
+		return out
+	}
+	engines := func(prefill bool) func(Row) []report.Point {
+		return func(r Row) []report.Point {
+			pts := make([]report.Point, 0, len(r.Replicas))
+			for _, s := range r.Replicas {
+				c := s.Decode
+				if prefill {
+					c = s.Prefill
+				}
+				pts = append(pts, report.Point{X: s.At, Y: float64(c.Ready + c.Starting + c.Draining)})
+			}
+			return pts
+		}
+	}
+	perInterval := func(f func(Interval) float64) func(Row) []report.Point {
+		return func(r Row) []report.Point {
+			pts := make([]report.Point, len(r.Timeline))
+			for i, iv := range r.Timeline {
+				pts[i] = report.Point{X: iv.At, Y: f(iv)}
+			}
+			return pts
+		}
+	}
+	var rate []report.Point
+	if len(rep.Rows) > 0 {
+		for _, iv := range rep.Rows[0].Timeline {
+			rate = append(rate, report.Point{X: iv.At, Y: float64(iv.Requests) / 60})
+		}
+	}
+	page.Charts = append(page.Charts,
+		report.Chart{Title: "Arrival rate (60 s buckets)", XLabel: "s", YLabel: "req/s", Series: []report.Series{{Name: "req/s", Points: rate}}},
+		report.Chart{Title: "Prefill engines provisioned (policies, oracle, static)", XLabel: "s", YLabel: "engines", Series: series(KindPolicy, engines(true), true)},
+		report.Chart{Title: "Decode engines provisioned (policies, oracle, static)", XLabel: "s", YLabel: "engines", Series: series(KindPolicy, engines(false), true)},
+		report.Chart{Title: "Goodput per 60 s of arrivals", XLabel: "s", YLabel: "share", Series: series(KindPolicy, perInterval(func(iv Interval) float64 { return iv.Goodput }), false),
+			HLines: []report.HLine{{Name: "target", Y: rep.GoodputTarget}}},
+		report.Chart{Title: "Mean TTFT per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(KindPolicy, perInterval(func(iv Interval) float64 { return iv.TTFTMs }), false),
+			HLines: []report.HLine{{Name: "SLA", Y: rep.TTFTMs}}},
+		report.Chart{Title: "Mean ITL per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(KindPolicy, perInterval(func(iv Interval) float64 { return iv.ITLMs }), false),
+			HLines: []report.HLine{{Name: "SLA", Y: rep.ITLMs}}},
+	)
+	for _, kind := range []string{KindSweep, KindPredictor} {
+		s := series(kind, engines(true), true)
+		if len(s) == 0 {
+			continue
+		}
+		title := map[string]string{KindSweep: "Startup sweep", KindPredictor: "Predictors"}[kind]
+		page.Charts = append(page.Charts,
+			report.Chart{Title: title + ": prefill engines", XLabel: "s", YLabel: "engines", Series: s},
+			report.Chart{Title: title + ": goodput per 60 s of arrivals", XLabel: "s", YLabel: "share",
+				Series: series(kind, perInterval(func(iv Interval) float64 { return iv.Goodput }), false),
+				HLines: []report.HLine{{Name: "target", Y: rep.GoodputTarget}}})
+	}
+	return page.Write(w)
+}
