@@ -47,6 +47,22 @@ fuzz: ## Fuzz the config loader and the FPM decoder for 30 s each.
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./config
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFPM -fuzztime 30s ./observe
 
+BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation
+BENCH_OUT := bench-sim-out
+
+.PHONY: bench-sim
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data.
+	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
+	@rm -f $(BENCH_OUT)/results.md; mkdir -p $(BENCH_OUT)
+	@for s in $(BENCH_SCENARIOS); do \
+		$(TOOLS)/planner simulate --scenario scenarios/$$s.yaml --out $(BENCH_OUT) --markdown \
+			--startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet >> $(BENCH_OUT)/results.md || exit 1; \
+	done
+	@awk -v f=$(BENCH_OUT)/results.md 'BEGIN{while((getline l < f)>0) r=r l "\n"} \
+		/<!-- results:begin -->/{print; printf "%s", r; skip=1; next} /<!-- results:end -->/{skip=0} !skip' \
+		docs/benchmarks.md > $(BENCH_OUT)/benchmarks.md && mv $(BENCH_OUT)/benchmarks.md docs/benchmarks.md
+	@echo "docs/benchmarks.md regenerated ($$(git diff --stat -- docs/benchmarks.md 2>/dev/null | tail -1 || true)); reports in $(BENCH_OUT)/"
+
 .PHONY: eval-predictors
 eval-predictors: ## Next-interval MAPE of every predictor on every shared trace (60 s and 180 s buckets).
 	$(GO) run ./cmd/planner eval-predictors

@@ -37,7 +37,7 @@ type simulateOptions struct {
 	sweep, predictors           string
 	sweepPolicy                 string
 	data, profile, out          string
-	asJSON, quiet               bool
+	asJSON, markdown, quiet     bool
 	parallel                    int
 }
 
@@ -60,6 +60,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
 	fs.StringVar(&o.out, "out", "simulate-out", "folder for <scenario>.json and <scenario>.html (empty: write neither)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the JSON report on stdout instead of the table")
+	fs.BoolVar(&o.markdown, "markdown", false, "print the comparison as a Markdown section (no wall times) instead of the table")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replays run at once")
 	fs.Usage = func() {
@@ -80,6 +81,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("simulate: unexpected arguments %q", fs.Args())
 	}
+	if o.asJSON && o.markdown {
+		return errors.New("simulate: --json and --markdown exclude each other")
+	}
 	plan, err := o.plan()
 	if err != nil {
 		return err
@@ -97,6 +101,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		fmt.Fprintf(stderr, "report: %s, %s\n", filepath.Join(o.out, rep.Scenario+".html"), filepath.Join(o.out, rep.Scenario+".json"))
+	}
+	if o.markdown {
+		return rep.WriteMarkdown(stdout)
 	}
 	if o.asJSON {
 		enc := json.NewEncoder(stdout)
@@ -170,6 +177,7 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 
 // selectPolicies applies --policies, --compare and the built-in baselines to the scenario.
 func (o simulateOptions) selectPolicies(sc *evaluate.Scenario, baselines map[string]bool) error {
+	explicit := map[string]bool{}
 	if want := splitList(o.policies); len(want) > 0 {
 		var kept []evaluate.PolicySpec
 		for _, name := range want {
@@ -177,6 +185,7 @@ func (o simulateOptions) selectPolicies(sc *evaluate.Scenario, baselines map[str
 			for _, p := range sc.Policies {
 				if p.Name == name {
 					kept, found = append(kept, p), true
+					explicit[name] = true
 				}
 			}
 			if !found {
@@ -193,11 +202,11 @@ func (o simulateOptions) selectPolicies(sc *evaluate.Scenario, baselines map[str
 		sc.Policies = append(sc.Policies, evaluate.PolicySpec{Name: strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), File: abs})
 	}
 	// Built-in baselines the flag asks for and the scenario lacks are added; those it does
-	// not ask for are removed.
+	// not ask for are removed, unless --policies names them.
 	var out []evaluate.PolicySpec
 	have := map[string]bool{}
 	for _, p := range sc.Policies {
-		if p.Builtin != "" && p.Builtin == p.Name && !baselines[p.Builtin] {
+		if p.Builtin != "" && p.Builtin == p.Name && !baselines[p.Builtin] && !explicit[p.Name] {
 			continue
 		}
 		have[p.Builtin] = true

@@ -157,3 +157,33 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	}
 	return page.Write(w)
 }
+
+// WriteMarkdown writes the report as a Markdown section: the scenario, the comparison
+// table and the predictor backtests. It leaves out wall times, so the same inputs give the
+// same text (docs/benchmarks.md is regenerated from it).
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	fmt.Fprintf(w, "### %s\n\n", rep.Scenario)
+	if rep.Description != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(rep.Description))
+	}
+	fmt.Fprintf(w, "Trace: %s; %d requests over %.0f s. SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; "+
+		"startup %g s; budget %d GPUs.\n\n", rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs,
+		100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget)
+	head := tableHeader
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	for _, r := range rep.Rows {
+		cells := r.cells()
+		for i, c := range cells {
+			cells[i] = strings.ReplaceAll(c, "|", "\\|")
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	if len(rep.Predictors) > 0 {
+		fmt.Fprintf(w, "\nNext-interval request-count MAPE on this trace:\n\n| predictor | interval s | MAPE %% | MAE | fallbacks |\n|---|---|---|---|---|\n")
+		for _, p := range rep.Predictors {
+			fmt.Fprintf(w, "| %s | %g | %s | %.1f | %d |\n", p.Predictor, p.IntervalS, mape(p.MAPEPct), p.MAE, p.Fallbacks)
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}

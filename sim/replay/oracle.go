@@ -62,14 +62,6 @@ func (w *watch) done(s *sim, i int) {
 // or too many bad already.
 func (w *watch) over() bool { return w.resolved >= w.n || w.bad > w.allowedBad }
 
-// good is the share of watched requests known to be good (unresolved ones are not).
-func (w *watch) good() float64 {
-	if w.n == 0 {
-		return 1
-	}
-	return float64(w.resolved-w.bad) / float64(w.n)
-}
-
 // clone returns an independent copy of the replay's state (the planner is not copied: the
 // oracle and static replays run none).
 func (s *sim) clone() *sim {

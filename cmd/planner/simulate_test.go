@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/sim/evaluate"
+)
+
+// writeMooncake writes a Mooncake JSONL trace: 1 req/s for 2 minutes, 20 req/s for a
+// minute, 1 req/s for 2 minutes; ISL 3000, OSL 50.
+func writeMooncake(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	add := func(from, to, rate float64) {
+		for i := 0; i < int((to-from)*rate); i++ {
+			fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 3000, "output_length": 50, "hash_ids": []}`+"\n", int((from+float64(i)/rate)*1000))
+		}
+	}
+	add(0, 120, 1)
+	add(120, 180, 20)
+	add(180, 300, 1)
+	p := filepath.Join(t.TempDir(), "trace.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+	return p
+}
+
+func TestSimulate_TraceAndConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mine.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("optimization_target: sla\nenable_load_scaling: true\nenable_throughput_scaling: false\n"+
+		"load_predictor: constant\nttft: 300\nitl: 20\nmax_gpu_budget: 6\n"), 0o644))
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	err := runSimulate(context.Background(), []string{"--trace", writeMooncake(t), "--config", cfg, "--out", out,
+		"--startup", "20s", "--startup-sweep", "0,1m", "--json"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rep evaluate.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	require.Equal(t, 300.0, rep.TTFTMs, "the config's SLA")
+	require.Equal(t, 6, rep.MaxGPUBudget)
+	require.Equal(t, 20.0, rep.StartupS)
+	var names []string
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+	}
+	require.Equal(t, []string{"mine", "dynamo-default", "threshold", "oracle", "best-static", "mine @0s", "mine @60s"}, names)
+	require.FileExists(t, filepath.Join(out, "trace.html"))
+	require.FileExists(t, filepath.Join(out, "trace.json"))
+	require.Contains(t, stderr.String(), "replays done", "progress on stderr")
+}
+
+func TestSimulate_Scenario(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	sc := filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml")
+	err := runSimulate(context.Background(), []string{"--scenario", sc, "--out", "", "--baselines", "static", "--policies", "threshold",
+		"--quiet", "--markdown"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	md := stdout.String()
+	require.Contains(t, md, "### sinusoid-rr-5-45")
+	require.Contains(t, md, "| threshold | policy |")
+	require.Contains(t, md, "| best-static | static |")
+	require.NotContains(t, md, "dynamo-default", "left out by --baselines")
+}
+
+func TestSimulate_Errors(t *testing.T) {
+	trace := writeMooncake(t)
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"nothing":          {nil, "give --scenario"},
+		"trace only":       {[]string{"--trace", trace}, "give --scenario"},
+		"both":             {[]string{"--scenario", "x.yaml", "--trace", trace, "--config", "c.yaml"}, "not both"},
+		"missing scenario": {[]string{"--scenario", "nope.yaml"}, "nope.yaml"},
+		"bad baseline": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--baselines", "magic"},
+			"unknown \"magic\""},
+		"bad startup": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--startup", "soon"},
+			"--startup"},
+		"unknown policy": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--policies", "mine"},
+			"no policy \"mine\""},
+		"json and markdown": {[]string{"--json", "--markdown"}, "exclude"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runSimulate(context.Background(), tc.args, &stdout, &stderr)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

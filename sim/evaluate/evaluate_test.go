@@ -1,0 +1,160 @@
+package evaluate
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/predict"
+)
+
+func profile(t testing.TB) *perf.Profile {
+	t.Helper()
+	p, err := perf.LoadProfile("../engine/testdata")
+	require.NoError(t, err)
+	return p
+}
+
+// stepTrace is 2 minutes quiet, 2 minutes at 25 req/s, 2 minutes quiet (ISL 3000, OSL 100).
+func stepTrace() []predict.Request {
+	var out []predict.Request
+	add := func(from, to, rate float64) {
+		for i := 0; i < int((to-from)*rate); i++ {
+			out = append(out, predict.Request{Arrival: from + float64(i)/rate + 0.013, InputTokens: 3000, OutputTokens: 100})
+		}
+	}
+	add(0, 120, 2)
+	add(120, 240, 25)
+	add(240, 360, 2)
+	return out
+}
+
+func writeScenario(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+const validScenario = `
+name: step
+trace: {sinusoid: {duration_s: 60, min_rps: 1, max_rps: 2, period_s: 60, isl: 1000, osl: 10, seed: 1}}
+sla: {ttft_ms: 200, itl_ms: 10}
+goodput_target: 0.9
+startup_s: 30
+max_gpu_budget: 8
+`
+
+func TestLoadScenario(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	require.Equal(t, "step", sc.Name)
+	require.Equal(t, 30*time.Second, sc.StartupDelay())
+	require.Equal(t, 60.0, sc.OracleIntervalSeconds, "default oracle interval")
+	require.Len(t, sc.Policies, 2, "the built-in policies by default")
+	cfg, err := sc.PolicyConfig(sc.Policies[0])
+	require.NoError(t, err)
+	require.Equal(t, 200.0, cfg.TTFTMs)
+	require.Equal(t, 8, cfg.MaxGPUBudget)
+	require.Equal(t, 180, cfg.ThroughputAdjustmentIntervalSeconds)
+	require.True(t, cfg.EnableLoadScaling && cfg.EnableThroughputScaling)
+	th, err := sc.PolicyConfig(sc.Policies[1])
+	require.NoError(t, err)
+	require.True(t, th.IsEasyMode())
+
+	for name, tc := range map[string]struct{ body, want string }{
+		"unknown key":      {validScenario + "bogus: 1\n", "bogus"},
+		"no trace":         {strings.Replace(validScenario, "trace:", "x_trace:", 1), "x_trace"},
+		"target":           {strings.Replace(validScenario, "goodput_target: 0.9", "goodput_target: 1.5", 1), "goodput_target"},
+		"sla":              {strings.Replace(validScenario, "ttft_ms: 200", "ttft_ms: 0", 1), "sla"},
+		"budget":           {strings.Replace(validScenario, "max_gpu_budget: 8", "max_gpu_budget: 1", 1), "max_gpu_budget"},
+		"sinusoid":         {strings.Replace(validScenario, "min_rps: 1", "min_rps: 3", 1), "sinusoid"},
+		"unknown builtin":  {validScenario + "policies: [{name: a, builtin: nope}]\n", "unknown builtin"},
+		"bad config":       {validScenario + "policies: [{name: a, config: 'load_predictor: crystal_ball'}]\n", "load_predictor"},
+		"two sources":      {validScenario + "policies: [{name: a, builtin: threshold, config: 'ttft: 1'}]\n", "exactly one"},
+		"duplicate policy": {validScenario + "policies: [{name: a, builtin: threshold}, {name: a, builtin: threshold}]\n", "twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadScenario(writeScenario(t, tc.body))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	plan := Plan{Scenario: sc, Requests: stepTrace(), TraceDesc: "step", Profile: profile(t), Oracle: true, Static: true,
+		StartupSweep: []time.Duration{0, time.Minute}, Predictors: []string{"constant", "arima"}, Parallel: 2}
+	var calls int
+	plan.Progress = func(Progress) { calls++ }
+	plan.ProgressEvery = time.Millisecond
+	rep, err := Run(context.Background(), plan)
+	require.NoError(t, err)
+	require.Positive(t, calls)
+
+	var names, kinds []string
+	for _, r := range rep.Rows {
+		names, kinds = append(names, r.Name), append(kinds, r.Kind)
+		require.Equal(t, len(plan.Requests), r.Requests)
+		total := 0
+		for _, iv := range r.Timeline {
+			total += iv.Requests
+		}
+		require.Equal(t, r.Requests, total, "%s: the timeline holds every request", r.Name)
+		require.Positive(t, r.GPUHours)
+		require.InDelta(t, r.GPUHours, r.PrefillGPUHours+r.DecodeGPUHours, 1e-9)
+	}
+	require.Equal(t, []string{"dynamo-default", "threshold", "oracle", "best-static", "dynamo-default @0s",
+		"dynamo-default @60s", "dynamo-default/constant", "dynamo-default/arima"}, names)
+	require.Equal(t, []string{KindPolicy, KindPolicy, KindOracle, KindStatic, KindSweep, KindSweep, KindPredictor, KindPredictor}, kinds)
+	oracle, static := rep.Rows[2], rep.Rows[3]
+	require.GreaterOrEqual(t, oracle.Goodput, 0.9)
+	require.GreaterOrEqual(t, static.Goodput, 0.9)
+	require.Less(t, oracle.GPUHours, static.GPUHours, "the oracle follows the step; the static deployment is sized for it")
+	require.Regexp(t, `^\d+P \d+D$`, static.Deployment)
+	require.Len(t, rep.Predictors, 4, "2 predictors × 60 s and 180 s")
+
+	// Markdown has no wall time: the same plan gives the same text.
+	var a, b bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&a))
+	rep2, err := Run(context.Background(), Plan{Scenario: sc, Requests: plan.Requests, TraceDesc: "step", Profile: plan.Profile,
+		Oracle: true, Static: true, StartupSweep: plan.StartupSweep, Predictors: plan.Predictors, Parallel: 1})
+	require.NoError(t, err)
+	require.NoError(t, rep2.WriteMarkdown(&b))
+	require.Equal(t, a.String(), b.String())
+	require.Contains(t, a.String(), "| best-static | static |")
+
+	var html bytes.Buffer
+	require.NoError(t, rep.WriteHTML(&html))
+	require.Contains(t, html.String(), "<svg")
+	require.NotRegexp(t, `(src|href)="?https?:`, html.String(), "no network asset")
+	require.NotContains(t, html.String(), "<script")
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	require.Contains(t, table.String(), "oracle")
+}
+
+func TestRun_Errors(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	_, err = Run(context.Background(), Plan{Scenario: sc, Profile: profile(t)})
+	require.Error(t, err, "no requests")
+	_, err = Run(context.Background(), Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), SweepPolicy: "nope",
+		StartupSweep: []time.Duration{0}})
+	require.ErrorContains(t, err, "nope")
+	_, err = Run(context.Background(), Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), Predictors: []string{"crystal_ball"}})
+	require.ErrorContains(t, err, "crystal_ball")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = Run(ctx, Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t)})
+	require.ErrorIs(t, err, context.Canceled)
+}
