@@ -93,11 +93,14 @@ type Row struct {
 	Note string `json:"note,omitempty"`
 	// WallSeconds is how long the replay (or search) took.
 	WallSeconds float64 `json:"wall_seconds"`
-	// Timeline is the per-interval view (60 s buckets of arrival time).
+	// Timeline is the per-interval view (TimelineStepSeconds buckets of arrival time).
 	Timeline []Interval `json:"timeline"`
 	// Replicas are the pools' changes over time.
 	Replicas []replay.ReplicaSample `json:"replicas"`
 }
+
+// TimelineStepSeconds is the width of a Row's timeline buckets.
+const TimelineStepSeconds = 60
 
 // Interval is one bucket of a replay's timeline.
 type Interval struct {
@@ -152,9 +155,8 @@ const OracleDescription = "simulation-based hindsight oracle: every interval, th
 
 // job is one replay of an evaluation.
 type job struct {
-	name, kind string
-	startup    time.Duration
-	run        func(progress func(done, total int)) (Row, error)
+	name string
+	run  func(progress func(done, total int)) (Row, error)
 }
 
 // Run evaluates the plan. Replays run in parallel; the rows come back in a fixed order:
@@ -296,7 +298,7 @@ func (p Plan) jobs() ([]job, error) {
 		return nil, err
 	}
 	if p.Oracle {
-		jobs = append(jobs, job{name: "oracle", kind: KindOracle, run: func(progress func(int, int)) (Row, error) {
+		jobs = append(jobs, job{name: "oracle", run: func(progress func(int, int)) (Row, error) {
 			o := bounds
 			o.Options = base
 			o.Config, o.StartupDelay, o.Progress = scoring, sc.StartupDelay(), progress
@@ -315,7 +317,7 @@ func (p Plan) jobs() ([]job, error) {
 		}})
 	}
 	if p.Static {
-		jobs = append(jobs, job{name: "best-static", kind: KindStatic, run: func(progress func(int, int)) (Row, error) {
+		jobs = append(jobs, job{name: "best-static", run: func(progress func(int, int)) (Row, error) {
 			o := bounds
 			o.Options = base
 			o.Config, o.Progress = scoring, progress
@@ -356,7 +358,7 @@ func (p Plan) jobs() ([]job, error) {
 
 // policyJob replays the trace under a planner configuration.
 func (p Plan) policyJob(name, kind string, cfg config.Config, startup time.Duration) job {
-	return job{name: name, kind: kind, startup: startup, run: func(progress func(int, int)) (Row, error) {
+	return job{name: name, run: func(progress func(int, int)) (Row, error) {
 		res, err := replay.Run(p.Requests, replay.Options{Config: cfg, Profile: p.Profile, StartupDelay: startup,
 			InitialPrefill: 1, InitialDecode: 1, Progress: progress})
 		if err != nil {
@@ -380,7 +382,7 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 		r.PeakPrefill = max(r.PeakPrefill, s.Prefill.Ready+s.Prefill.Starting+s.Prefill.Draining)
 		r.PeakDecode = max(r.PeakDecode, s.Decode.Ready+s.Decode.Starting+s.Decode.Draining)
 	}
-	r.Timeline = timeline(res, p.Scenario.SLA, 60)
+	r.Timeline = timeline(res, p.Scenario.SLA, TimelineStepSeconds)
 	return r
 }
 

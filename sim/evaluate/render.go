@@ -94,10 +94,12 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		}
 		page.Tables = append(page.Tables, t)
 	}
-	series := func(kind string, f func(Row) []report.Point, step bool) []report.Series {
+	// main are the rows of the main charts; the sweep and predictor rows get their own.
+	main := map[string]bool{KindPolicy: true, KindOracle: true, KindStatic: true}
+	series := func(kinds map[string]bool, f func(Row) []report.Point, step bool) []report.Series {
 		var out []report.Series
 		for _, r := range rep.Rows {
-			if kind != "" && r.Kind != kind && !(kind == KindPolicy && (r.Kind == KindOracle || r.Kind == KindStatic)) {
+			if !kinds[r.Kind] {
 				continue
 			}
 			out = append(out, report.Series{Name: r.Name, Points: f(r), Step: step})
@@ -129,22 +131,22 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	var rate []report.Point
 	if len(rep.Rows) > 0 {
 		for _, iv := range rep.Rows[0].Timeline {
-			rate = append(rate, report.Point{X: iv.At, Y: float64(iv.Requests) / 60})
+			rate = append(rate, report.Point{X: iv.At, Y: float64(iv.Requests) / TimelineStepSeconds})
 		}
 	}
 	page.Charts = append(page.Charts,
 		report.Chart{Title: "Arrival rate (60 s buckets)", XLabel: "s", YLabel: "req/s", Series: []report.Series{{Name: "req/s", Points: rate}}},
-		report.Chart{Title: "Prefill engines provisioned (policies, oracle, static)", XLabel: "s", YLabel: "engines", Series: series(KindPolicy, engines(true), true)},
-		report.Chart{Title: "Decode engines provisioned (policies, oracle, static)", XLabel: "s", YLabel: "engines", Series: series(KindPolicy, engines(false), true)},
-		report.Chart{Title: "Goodput per 60 s of arrivals", XLabel: "s", YLabel: "share", Series: series(KindPolicy, perInterval(func(iv Interval) float64 { return iv.Goodput }), false),
+		report.Chart{Title: "Prefill engines provisioned (policies, oracle, static)", XLabel: "s", YLabel: "engines", Series: series(main, engines(true), true)},
+		report.Chart{Title: "Decode engines provisioned (policies, oracle, static)", XLabel: "s", YLabel: "engines", Series: series(main, engines(false), true)},
+		report.Chart{Title: "Goodput per 60 s of arrivals", XLabel: "s", YLabel: "share", Series: series(main, perInterval(func(iv Interval) float64 { return iv.Goodput }), false),
 			HLines: []report.HLine{{Name: "target", Y: rep.GoodputTarget}}},
-		report.Chart{Title: "Mean TTFT per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(KindPolicy, perInterval(func(iv Interval) float64 { return iv.TTFTMs }), false),
+		report.Chart{Title: "Mean TTFT per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(main, perInterval(func(iv Interval) float64 { return iv.TTFTMs }), false),
 			HLines: []report.HLine{{Name: "SLA", Y: rep.TTFTMs}}},
-		report.Chart{Title: "Mean ITL per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(KindPolicy, perInterval(func(iv Interval) float64 { return iv.ITLMs }), false),
+		report.Chart{Title: "Mean ITL per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(main, perInterval(func(iv Interval) float64 { return iv.ITLMs }), false),
 			HLines: []report.HLine{{Name: "SLA", Y: rep.ITLMs}}},
 	)
 	for _, kind := range []string{KindSweep, KindPredictor} {
-		s := series(kind, engines(true), true)
+		s := series(map[string]bool{kind: true}, engines(true), true)
 		if len(s) == 0 {
 			continue
 		}
@@ -152,7 +154,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		page.Charts = append(page.Charts,
 			report.Chart{Title: title + ": prefill engines", XLabel: "s", YLabel: "engines", Series: s},
 			report.Chart{Title: title + ": goodput per 60 s of arrivals", XLabel: "s", YLabel: "share",
-				Series: series(kind, perInterval(func(iv Interval) float64 { return iv.Goodput }), false),
+				Series: series(map[string]bool{kind: true}, perInterval(func(iv Interval) float64 { return iv.Goodput }), false),
 				HLines: []report.HLine{{Name: "target", Y: rep.GoodputTarget}}})
 	}
 	return page.Write(w)

@@ -303,6 +303,7 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 	}
 	var out StaticResult
 	var runErr error
+	var pos []int // arrival positions: the same for every trial
 	trial := func(np, nd int, ttftOnly bool) bool {
 		out.Evaluations++
 		ro := o.Options
@@ -312,9 +313,12 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 			runErr = err
 			return false
 		}
+		if pos == nil {
+			pos = positions(s)
+		}
 		cfg := s.planner.Config()
 		n := len(reqs)
-		w := &watch{lo: 0, hi: n, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: positions(s), n: n,
+		w := &watch{lo: 0, hi: n, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: pos, n: n,
 			allowedBad: int(math.Floor((1 - o.Target) * float64(n) * (1 + 1e-12)))}
 		s.watch, s.stop = w, w.over
 		s.advanceTo(math.Inf(1))

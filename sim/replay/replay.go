@@ -426,8 +426,7 @@ func (s *sim) advanceTo(limit float64) bool {
 		s.integrate(t)
 		s.now = t
 		s.process(t)
-		s.sample(t)
-		s.tail = true
+		s.tail = true // the pools are sampled after it: it always runs at t, next
 		if t >= limit {
 			return true
 		}
