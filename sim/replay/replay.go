@@ -306,12 +306,7 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	s.progressEvery = max(1, len(reqs)/100)
 	s.progressNext = s.progressEvery
 	s.caps = scaling.WorkerCapabilities{Prefill: s.capabilities(engine.RolePrefill), Decode: s.capabilities(engine.RoleDecode)}
-	var boot scaling.Bootstrap
-	if pl.Config().OptimizationTarget == config.TargetSLA {
-		boot.PrefillFPMs = perf.PrefillBootstrapFPMs(o.Profile.Prefill)
-		boot.DecodeFPMs = perf.DecodeBootstrapFPMs(o.Profile.Decode)
-	}
-	if s.st, err = pl.Init(0, boot); err != nil {
+	if s.st, err = pl.Init(0, bootstrap(pl, o)); err != nil {
 		return nil, fmt.Errorf("replay: planner init: %w", err)
 	}
 	s.res.Requests = make([]Record, len(reqs))
@@ -343,6 +338,17 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	}
 	s.sample(0)
 	return s, nil
+}
+
+// bootstrap is what a replay's decision core starts from: for the sla target, perf models
+// seeded from the profile (as the workflow's Init activity seeds them).
+func bootstrap(pl *scaling.Planner, o Options) scaling.Bootstrap {
+	var boot scaling.Bootstrap
+	if pl.Config().OptimizationTarget == config.TargetSLA {
+		boot.PrefillFPMs = perf.PrefillBootstrapFPMs(o.Profile.Prefill)
+		boot.DecodeFPMs = perf.DecodeBootstrapFPMs(o.Profile.Decode)
+	}
+	return boot
 }
 
 // add starts an engine in pl, ready at readyAt.
@@ -684,15 +690,22 @@ func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
 	return obs
 }
 
-// tick runs one planner tick at t, as the workflow does: observe inventory, FPM and
-// traffic, decide, apply, record the submitted targets.
-func (s *sim) tick(t float64, tk scaling.Tick) error {
+// workers are the worker counts a planner tick at t observes (ready engines, the targets
+// last applied, scaling in progress while an engine starts or drains) and the pools' counts.
+func (s *sim) workers(t float64) (*scaling.WorkerCounts, PoolCounts, PoolCounts) {
 	pc, dc := s.p.counts(t), s.d.counts(t)
-	in := scaling.Input{Now: t, Workers: &scaling.WorkerCounts{
+	return &scaling.WorkerCounts{
 		ReadyPrefill: ptr(pc.Ready), ReadyDecode: ptr(dc.Ready),
 		ExpectedPrefill: ptr(s.p.target), ExpectedDecode: ptr(s.d.target),
 		PrefillScalingInProgress: pc.Starting+pc.Draining > 0, DecodeScalingInProgress: dc.Starting+dc.Draining > 0,
-	}, Capabilities: s.caps}
+	}, pc, dc
+}
+
+// tick runs one planner tick at t, as the workflow does: observe inventory, FPM and
+// traffic, decide, apply, record the submitted targets.
+func (s *sim) tick(t float64, tk scaling.Tick) error {
+	w, pc, dc := s.workers(t)
+	in := scaling.Input{Now: t, Workers: w, Capabilities: s.caps}
 	if tk.NeedFPM {
 		in.FPM = &scaling.FPMObservations{Prefill: s.p.fpms(t), Decode: s.d.fpms(t)}
 	}
