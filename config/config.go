@@ -234,6 +234,13 @@ type Config struct {
 	// the prefill queue's current trend brings it under the scale-up threshold within this many
 	// load intervals; Dynamo's older load planner used 3. 0 disables the rule.
 	PrefillScaleUpTrendIntervals int `yaml:"prefill_scale_up_trend_intervals" json:"prefill_scale_up_trend_intervals"`
+	// ScaleDownStabilizationSeconds (extension, every target) is Kubernetes HPA's scale-down
+	// stabilization window: a pool is scaled down only to the highest count the planner
+	// recommended for it within this many seconds (each tick's target, or the ready count when
+	// it held), so a scale-down needs a down signal sustained over the window and never
+	// follows a scale-up sooner. A GPU-budget reconcile is never held. 0 (Dynamo's behaviour)
+	// disables it; at most 3600.
+	ScaleDownStabilizationSeconds int `yaml:"scale_down_stabilization_seconds" json:"scale_down_stabilization_seconds,omitempty"`
 	// ThroughputSizing (extension) selects capacity_search (Dynamo's current method) or
 	// interpolation (Dynamo's classic profile interpolation with correction factors).
 	ThroughputSizing ThroughputSizing `yaml:"throughput_sizing" json:"throughput_sizing"`
@@ -304,6 +311,8 @@ const (
 	DefaultITLMs                     = 50.0
 	DefaultGatewayListen             = "unix:///var/run/dynamo/planner/registry.sock"
 	DefaultPredictorHistorySize      = 256
+	// MaxStabilizationSeconds bounds scale_down_stabilization_seconds (HPA's limit).
+	MaxStabilizationSeconds = 3600
 )
 
 // Default returns the configuration with every default of Dynamo's PlannerConfig (without

@@ -102,6 +102,7 @@ func TestGoodFixtures(t *testing.T) {
 		require.Equal(t, 40.5, *c.DecodeScaleDownKVRate)
 		require.Equal(t, 3, c.DecodeScaleDownHoldIntervals)
 		require.Equal(t, 3, c.PrefillScaleUpTrendIntervals)
+		require.Equal(t, 300, c.ScaleDownStabilizationSeconds)
 		require.Equal(t, EnvLocal, c.Environment)
 	})
 	t.Run("interpolation sizing, integral float interval", func(t *testing.T) {
@@ -156,8 +157,9 @@ line 3: decode_min_endpoint: is not allowed in mode "agg": use min_endpoint`,
 line 4: scheduling.scale_interval_seconds: must divide throughput_adjustment_interval_seconds (7 does not divide 180)`,
 	"sla_nonpositive.yaml": `line 2: ttft_ms: must be > 0 (got 0)
 line 3: itl_ms: must be > 0 (got -5)`,
-	"sweeping_none.yaml": `line 2: pre_deployment_sweeping_mode: cannot be "none" when throughput scaling is enabled: throughput sizing needs a pre-deployment profile`,
-	"syntax.yaml":        `not valid YAML or JSON: line 2: mapping values are not allowed in this context`,
+	"sweeping_none.yaml":        `line 2: pre_deployment_sweeping_mode: cannot be "none" when throughput scaling is enabled: throughput sizing needs a pre-deployment profile`,
+	"stabilization_window.yaml": `line 2: scale_down_stabilization_seconds: must be within 0..3600 (got 7200)`,
+	"syntax.yaml":               `not valid YAML or JSON: line 2: mapping values are not allowed in this context`,
 	"unknown_key.yaml": `line 2: unknown key "ttft_msec" (did you mean "ttft_ms"?)
 line 3: unknown key "max_gpu_budgte" (did you mean "max_gpu_budget"?)`,
 	"wrong_types.json": `line 2: ttft_ms: want a number, got string "fast"

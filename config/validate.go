@@ -155,6 +155,9 @@ func (c *Config) Validate() error {
 	if c.DecodeScaleDownHoldIntervals < 0 {
 		v.add("decode_scale_down_hold_intervals", fmt.Sprintf("must be >= 0 (got %d)", c.DecodeScaleDownHoldIntervals))
 	}
+	if c.ScaleDownStabilizationSeconds < 0 || c.ScaleDownStabilizationSeconds > MaxStabilizationSeconds {
+		v.add("scale_down_stabilization_seconds", fmt.Sprintf("must be within 0..%d (got %d)", MaxStabilizationSeconds, c.ScaleDownStabilizationSeconds))
+	}
 	if c.PrefillScaleUpTrendIntervals < 0 {
 		v.add("prefill_scale_up_trend_intervals", fmt.Sprintf("must be >= 0 (got %d)", c.PrefillScaleUpTrendIntervals))
 	}

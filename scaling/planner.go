@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
@@ -54,6 +55,18 @@ type State struct {
 	// LastDecodeScaleUpAt and PrevPrefillQueue serve the older load planner's rules.
 	LastDecodeScaleUpAt *float64 `json:"last_decode_scale_up_at,omitempty"`
 	PrevPrefillQueue    *float64 `json:"prev_prefill_queue,omitempty"`
+	// StabilizationPrefill and StabilizationDecode are the recommendations of the last
+	// scale_down_stabilization_seconds that can still be the window's highest (a decreasing
+	// sequence: the first is the highest), when the window is on.
+	StabilizationPrefill []Recommendation `json:"stabilization_prefill,omitempty"`
+	StabilizationDecode  []Recommendation `json:"stabilization_decode,omitempty"`
+}
+
+// Recommendation is a pool count the planner recommended at a time (its target, or the
+// ready count when it held).
+type Recommendation struct {
+	At       float64 `json:"at"`
+	Replicas int     `json:"replicas"`
 }
 
 // PredictorStates are the three traffic predictors of the throughput loop.
@@ -285,6 +298,7 @@ func (st State) Clone() State {
 	c.LastKVHitRate, c.LastISL, c.LastOSL = cp(st.LastKVHitRate), cp(st.LastISL), cp(st.LastOSL)
 	c.PrefillCorrection, c.DecodeCorrection = cp(st.PrefillCorrection), cp(st.DecodeCorrection)
 	c.LastDecodeScaleUpAt, c.PrevPrefillQueue = cp(st.LastDecodeScaleUpAt), cp(st.PrevPrefillQueue)
+	c.StabilizationPrefill, c.StabilizationDecode = slices.Clone(st.StabilizationPrefill), slices.Clone(st.StabilizationDecode)
 	if st.PendingPrefill != nil {
 		c.PendingPrefill = ptr(*st.PendingPrefill)
 	}
@@ -556,16 +570,17 @@ func (t *tick) minEndpoint(c Component) int {
 // records the older planner's memory, and returns the final decision. The pending desired
 // counts are recorded by Submitted, for what the caller really submits.
 func (t *tick) finish(dec *Decision) Decision {
-	if dec == nil || !t.countsKnown {
+	if !t.countsKnown {
 		return Decision{}
 	}
 	out := Decision{}
-	if dec.Prefill != nil && *dec.Prefill != t.readyP {
+	if dec != nil && dec.Prefill != nil && *dec.Prefill != t.readyP {
 		out.Prefill = ptr(*dec.Prefill)
 	}
-	if dec.Decode != nil && *dec.Decode != t.readyD {
+	if dec != nil && dec.Decode != nil && *dec.Decode != t.readyD {
 		out.Decode = ptr(*dec.Decode)
 	}
+	t.stabilize(&out)
 	if out.Decode != nil && *out.Decode > t.readyD {
 		t.st.LastDecodeScaleUpAt = ptr(t.in.Now)
 	}

@@ -66,6 +66,7 @@ func randomConfig(rng *rand.Rand, pGPU, dGPU int) config.Config {
 		c.DecodeScaleUpKVRate, c.DecodeScaleDownKVRate = ptr(50+rng.Float64()*50), ptr(rng.Float64()*50)
 		c.DecodeScaleDownHoldIntervals, c.PrefillScaleUpTrendIntervals = rng.IntN(4), rng.IntN(4)
 	}
+	c.ScaleDownStabilizationSeconds = []int{0, 0, 30, 300}[rng.IntN(4)]
 	c.Advisory = rng.IntN(5) == 0
 	return c
 }

@@ -35,18 +35,20 @@ const (
 	ReasonNoWorkerCounts                Reason = "no_worker_counts"               // extension: inventory unreadable, hold
 	ReasonScaleDownHeldAfterScaleUp     Reason = "scale_down_held_after_scale_up" // extension: older load planner's decode grace period
 	ReasonScaleUpSkippedQueueTrend      Reason = "scale_up_skipped_queue_trend"   // extension: older load planner's prefill queue trend
+	ReasonScaleDownStabilizing          Reason = "scale_down_stabilizing"         // extension: scale_down_stabilization_seconds held a scale-down
 )
 
 // LoadReasons lists every load-loop reason in Dynamo's enum order, extensions last.
 var LoadReasons = []Reason{ReasonUnset, ReasonDisabled, ReasonNoFPMData, ReasonScalingInProgress,
 	ReasonWorkerCountMismatch, ReasonInsufficientData, ReasonNoChange, ReasonScaleUp, ReasonScaleDown,
 	ReasonScaleDownCappedByThroughput, ReasonScaleDownRefusedConsolidation, ReasonGPUBudgetGuardHold,
-	ReasonGPUBudgetReconcile, ReasonNoWorkerCounts, ReasonScaleDownHeldAfterScaleUp, ReasonScaleUpSkippedQueueTrend}
+	ReasonGPUBudgetReconcile, ReasonNoWorkerCounts, ReasonScaleDownHeldAfterScaleUp, ReasonScaleUpSkippedQueueTrend,
+	ReasonScaleDownStabilizing}
 
 // ThroughputReasons lists every throughput-loop reason in Dynamo's enum order, extensions last.
 var ThroughputReasons = []Reason{ReasonUnset, ReasonDisabled, ReasonNoTrafficData, ReasonPredictFailed,
 	ReasonModelNotReady, ReasonSetLowerBound, ReasonScale, ReasonNoChange, ReasonPartnerNotReady,
-	ReasonGPUBudgetGuardHold, ReasonGPUBudgetReconcile, ReasonNoWorkerCounts}
+	ReasonGPUBudgetGuardHold, ReasonGPUBudgetReconcile, ReasonNoWorkerCounts, ReasonScaleDownStabilizing}
 
 // Component is a worker pool the planner sizes.
 type Component string

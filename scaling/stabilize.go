@@ -1,0 +1,102 @@
+package scaling
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/llmplanner/planner/config"
+)
+
+// stabilize applies scale_down_stabilization_seconds (Kubernetes HPA's scale-down
+// stabilization window) to the tick's final decision: every tick records each pool's
+// recommendation (its target, or the ready count when it holds), and a scale-down goes no
+// lower than the highest recommendation of the window. A scale-down the GPU budget forces
+// (gpu_budget_reconcile) is never held; scale-ups are never touched.
+func (t *tick) stabilize(out *Decision) {
+	window := float64(t.p.cfg.ScaleDownStabilizationSeconds)
+	if window <= 0 {
+		return
+	}
+	forced := slices.Contains([]Reason{t.diag.LoadReason, t.diag.ThroughputReason, t.diag.LoadReasonPrefill,
+		t.diag.LoadReasonDecode, t.diag.ThroughputReasonPrefill, t.diag.ThroughputReasonDecode}, ReasonGPUBudgetReconcile)
+	held := false
+	for _, c := range t.pools() {
+		target, hist, ready := &out.Prefill, &t.st.StabilizationPrefill, t.readyP
+		if c == Decode {
+			target, hist, ready = &out.Decode, &t.st.StabilizationDecode, t.readyD
+		}
+		rec := ready
+		if *target != nil {
+			rec = **target
+		}
+		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: rec}, t.in.Now-window)
+		if *target == nil || rec >= ready || forced {
+			continue
+		}
+		top := (*hist)[0]
+		if top.Replicas <= rec {
+			continue
+		}
+		to := min(top.Replicas, ready)
+		t.diag.note(fmt.Sprintf("%s scale-down %d -> %d held at %d: %d recommended at %.0f, within the %.0f s stabilization window",
+			c, ready, rec, to, top.Replicas, top.At, window))
+		if to < ready {
+			*target = ptr(to)
+			continue
+		}
+		*target, held = nil, true
+		t.setStabilizingReason(c, false)
+	}
+	if held && out.Empty() {
+		t.setStabilizingReason(Prefill, true)
+	}
+}
+
+// pushRecommendation adds r to a window's decreasing sequence of recommendations, dropping
+// those older than since and those r outranks (they can never be the highest again). It
+// never modifies h's backing array (the input state is shared).
+func pushRecommendation(h []Recommendation, r Recommendation, since float64) []Recommendation {
+	i := 0
+	for i < len(h) && h[i].At < since {
+		i++
+	}
+	j := len(h)
+	for j > i && h[j-1].Replicas <= r.Replicas {
+		j--
+	}
+	out := make([]Recommendation, 0, j-i+1)
+	return append(append(out, h[i:j]...), r)
+}
+
+// pools are the components the configured mode scales.
+func (t *tick) pools() []Component {
+	switch t.p.cfg.Mode {
+	case config.ModeDisagg:
+		return []Component{Prefill, Decode}
+	case config.ModePrefill:
+		return []Component{Prefill}
+	default:
+		return []Component{Decode}
+	}
+}
+
+// setStabilizingReason records a held scale-down as pool c's reason (or, overall, as the
+// tick's reason when nothing else changes) on the loop that decided it.
+func (t *tick) setStabilizingReason(c Component, overall bool) {
+	d, r := t.diag, ReasonScaleDownStabilizing
+	load := d.RanLoad && t.p.cfg.EnableLoadScaling
+	switch {
+	case overall && load:
+		d.LoadReason = r
+	case overall:
+		d.ThroughputReason = r
+	case load && c == Prefill:
+		d.LoadReasonPrefill = r
+	case load:
+		d.LoadReasonDecode = r
+	case c == Prefill:
+		d.ThroughputReasonPrefill = r
+	default:
+		d.ThroughputReasonDecode = r
+	}
+}
