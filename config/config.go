@@ -238,7 +238,7 @@ type Config struct {
 	// stabilization window: a pool is scaled down only to the highest count the planner
 	// recommended for it within this many seconds (each tick's target, or the ready count when
 	// it held), so a scale-down needs a down signal sustained over the window and never
-	// follows a scale-up sooner. A GPU-budget reconcile is never held. 0 (Dynamo's behaviour)
+	// follows a scale-up sooner. Nothing is held above max_gpu_budget. 0 (Dynamo's behaviour)
 	// disables it; at most 3600.
 	ScaleDownStabilizationSeconds int `yaml:"scale_down_stabilization_seconds" json:"scale_down_stabilization_seconds,omitempty"`
 	// ThroughputSizing (extension) selects capacity_search (Dynamo's current method) or

@@ -132,6 +132,11 @@ func TestDecisionsRespectEndpointsAndBudget(t *testing.T) {
 			readyP = 0
 		}
 		in := Input{Now: p.NextTick(st).At, Workers: counts(readyP, readyD)}
+		if w := cfg.ScaleDownStabilizationSeconds; w > 0 && rng.IntN(4) != 0 { // earlier recommendations in the window
+			at := in.Now - rng.Float64()*float64(w)
+			st.StabilizationPrefill = []Recommendation{{At: at, Replicas: rng.IntN(30)}}
+			st.StabilizationDecode = []Recommendation{{At: at, Replicas: rng.IntN(30)}}
+		}
 		if rng.IntN(2) == 0 { // the throughput loop is due too
 			st.NextThroughputAt = ptr(in.Now)
 			in.Traffic = traffic(float64(cfg.ThroughputAdjustmentIntervalSeconds), float64(rng.IntN(100000)), float64(100+rng.IntN(16000)), float64(1+rng.IntN(2000)))

@@ -2,7 +2,6 @@ package scaling
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/llmplanner/planner/config"
 )
@@ -10,27 +9,28 @@ import (
 // stabilize applies scale_down_stabilization_seconds (Kubernetes HPA's scale-down
 // stabilization window) to the tick's final decision: every tick records each pool's
 // recommendation (its target, or the ready count when it holds), and a scale-down goes no
-// lower than the highest recommendation of the window. A scale-down the GPU budget forces
-// (gpu_budget_reconcile) is never held; scale-ups are never touched.
+// lower than the highest recommendation of the window. Scale-ups are never touched, and
+// nothing is held when holding would leave the deployment above max_gpu_budget (a budget
+// reconcile, or the down half of a rebalance at the ceiling): the budget wins.
 func (t *tick) stabilize(out *Decision) {
 	window := float64(t.p.cfg.ScaleDownStabilizationSeconds)
 	if window <= 0 {
 		return
 	}
-	forced := slices.Contains([]Reason{t.diag.LoadReason, t.diag.ThroughputReason, t.diag.LoadReasonPrefill,
-		t.diag.LoadReasonDecode, t.diag.ThroughputReasonPrefill, t.diag.ThroughputReasonDecode}, ReasonGPUBudgetReconcile)
-	held := false
+	cand := Decision{Prefill: out.Prefill, Decode: out.Decode}
+	var notes []string
+	var held []Component // pools whose scale-down is held entirely
 	for _, c := range t.pools() {
-		target, hist, ready := &out.Prefill, &t.st.StabilizationPrefill, t.readyP
+		target, hist, ready := &cand.Prefill, &t.st.StabilizationPrefill, t.readyP
 		if c == Decode {
-			target, hist, ready = &out.Decode, &t.st.StabilizationDecode, t.readyD
+			target, hist, ready = &cand.Decode, &t.st.StabilizationDecode, t.readyD
 		}
 		rec := ready
 		if *target != nil {
 			rec = **target
 		}
 		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: rec}, t.in.Now-window)
-		if *target == nil || rec >= ready || forced {
+		if *target == nil || rec >= ready {
 			continue
 		}
 		top := (*hist)[0]
@@ -38,16 +38,47 @@ func (t *tick) stabilize(out *Decision) {
 			continue
 		}
 		to := min(top.Replicas, ready)
-		t.diag.note(fmt.Sprintf("%s scale-down %d -> %d held at %d: %d recommended at %.0f, within the %.0f s stabilization window",
+		notes = append(notes, fmt.Sprintf("%s scale-down %d -> %d held at %d: %d recommended at %.0f, within the %.0f s stabilization window",
 			c, ready, rec, to, top.Replicas, top.At, window))
 		if to < ready {
 			*target = ptr(to)
 			continue
 		}
-		*target, held = nil, true
+		*target = nil
+		held = append(held, c)
+	}
+	if len(notes) == 0 {
+		return
+	}
+	if ceiling := t.p.cfg.MaxGPUBudget; ceiling >= 0 {
+		p, d := t.readyP, t.readyD
+		if cand.Prefill != nil {
+			p = *cand.Prefill
+		}
+		if cand.Decode != nil {
+			d = *cand.Decode
+		}
+		total := 0
+		for _, c := range t.pools() {
+			n := d
+			if c == Prefill {
+				n = p
+			}
+			total += n * t.gpuCost(c)
+		}
+		if total > ceiling {
+			t.diag.note(fmt.Sprintf("scale-down not held by the stabilization window: holding would use %d GPUs, over max_gpu_budget %d", total, ceiling))
+			return
+		}
+	}
+	for _, n := range notes {
+		t.diag.note(n)
+	}
+	*out = cand
+	for _, c := range held {
 		t.setStabilizingReason(c, false)
 	}
-	if held && out.Empty() {
+	if len(held) > 0 && out.Empty() {
 		t.setStabilizingReason(Prefill, true)
 	}
 }

@@ -83,7 +83,7 @@ func TestScaleDownStabilization(t *testing.T) {
 			{30, 3, idle, 0, ReasonScaleDownStabilizing},
 			{35, 3, idle, 0, ReasonScaleDownStabilizing},
 			{40, 3, idle, 0, ReasonScaleDownStabilizing}, // 3 was recommended at 10, 30 s ago
-			{45, 3, idle, 2, ReasonScaleDown},            // the window holds 2s (and the held 3s from 15): 3 -> 2
+			{45, 3, idle, 2, ReasonScaleDown},            // the window holds only 2s (held ticks record their raw 2): 3 -> 2
 			{50, 2, hot, 3, ReasonScaleUp},
 			{55, 3, idle, 0, ReasonScaleDownStabilizing},
 		}},
@@ -129,4 +129,27 @@ func TestScaleDownStabilization_NeverHoldsTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ReasonGPUBudgetReconcile, diag.LoadReason)
 	require.Equal(t, 2, *dec.Decode)
+
+	t.Run("throughput loop alone", func(t *testing.T) {
+		cfg := slaConfig(func(c *config.Config) {
+			c.Mode, c.TTFTMs, c.MaxGPUBudget, c.ScaleDownStabilizationSeconds = config.ModePrefill, 2000, -1, 300
+		})
+		boot := Bootstrap{PrefillFPMs: linearPrefillFPMs(0.001, 0, 500, 1000, 1500, 2000, 2500)}
+		caps := WorkerCapabilities{Prefill: &EngineCapabilities{NumGPU: 1, MaxNumBatchedTokens: 8192, MaxNumSeqs: 512}}
+		p := mustPlanner(t, cfg)
+		st := mustInit(t, p, 0, boot)
+		st.NextLoadAt = ptr(10000.0) // only the throughput loop is due
+		st, dec, _ := decideAt(t, p, st, Input{Now: 180, Workers: counts(1, 0), Traffic: traffic(180, 378, 1000, 100), Capabilities: caps})
+		require.Equal(t, 3, *dec.Prefill)
+		// Demand falls: within the window the scale-down is held.
+		_, dec, diag := decideAt(t, p, st, Input{Now: 360, Workers: counts(3, 0), Traffic: traffic(180, 100, 1000, 100), Capabilities: caps})
+		require.True(t, dec.Empty(), "%v", diag.Notes)
+		require.Equal(t, ReasonScaleDownStabilizing, diag.ThroughputReason)
+		// The budget is lowered to 2 GPUs: the reconcile goes through at once.
+		cfg.MaxGPUBudget = 2
+		p = mustPlanner(t, cfg)
+		_, dec, diag = decideAt(t, p, st, Input{Now: 360, Workers: counts(3, 0), Traffic: traffic(180, 100, 1000, 100), Capabilities: caps})
+		require.NotNil(t, dec.Prefill, "%v", diag.Notes)
+		require.LessOrEqual(t, *dec.Prefill, 2)
+	})
 }
