@@ -1,10 +1,6 @@
 package scaling
 
-import (
-	"fmt"
-
-	"github.com/llmplanner/planner/config"
-)
+import "fmt"
 
 // stabilize applies scale_down_stabilization_seconds (Kubernetes HPA's scale-down
 // stabilization window) to the tick's final decision: every tick records each pool's
@@ -21,9 +17,9 @@ func (t *tick) stabilize(out *Decision) {
 	var notes []string
 	var held []Component // pools whose scale-down is held entirely
 	for _, c := range t.pools() {
-		target, hist, ready := &cand.Prefill, &t.st.StabilizationPrefill, t.readyP
+		target, hist, ready := cand.pool(c), &t.st.StabilizationPrefill, t.current(c)
 		if c == Decode {
-			target, hist, ready = &cand.Decode, &t.st.StabilizationDecode, t.readyD
+			hist = &t.st.StabilizationDecode
 		}
 		rec := ready
 		if *target != nil {
@@ -51,18 +47,11 @@ func (t *tick) stabilize(out *Decision) {
 		return
 	}
 	if ceiling := t.p.cfg.MaxGPUBudget; ceiling >= 0 {
-		p, d := t.readyP, t.readyD
-		if cand.Prefill != nil {
-			p = *cand.Prefill
-		}
-		if cand.Decode != nil {
-			d = *cand.Decode
-		}
 		total := 0
 		for _, c := range t.pools() {
-			n := d
-			if c == Prefill {
-				n = p
+			n := t.current(c)
+			if v := *cand.pool(c); v != nil {
+				n = *v
 			}
 			total += n * t.gpuCost(c)
 		}
@@ -101,14 +90,22 @@ func pushRecommendation(h []Recommendation, r Recommendation, since float64) []R
 
 // pools are the components the configured mode scales.
 func (t *tick) pools() []Component {
-	switch t.p.cfg.Mode {
-	case config.ModeDisagg:
-		return []Component{Prefill, Decode}
-	case config.ModePrefill:
-		return []Component{Prefill}
-	default:
-		return []Component{Decode}
+	var out []Component
+	if t.p.cfg.HasPrefill() {
+		out = append(out, Prefill)
 	}
+	if t.p.cfg.HasDecode() {
+		out = append(out, Decode)
+	}
+	return out
+}
+
+// pool is the decision's target field of component c.
+func (d *Decision) pool(c Component) **int {
+	if c == Prefill {
+		return &d.Prefill
+	}
+	return &d.Decode
 }
 
 // setStabilizingReason records a held scale-down as pool c's reason (or, overall, as the
