@@ -28,7 +28,7 @@ deps: ## Install the Debian packages the build and tests need (libzmq3-dev, pkg-
 	@scripts/apt-deps
 
 .PHONY: test
-test: deps lint $(TOOLS)/temporal ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
+test: deps lint $(TOOLS)/temporal $(TOOLS)/kube-apiserver ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
 	$(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: lint
@@ -82,7 +82,13 @@ temporal: $(TOOLS)/temporal ## Start a Temporal dev server on loopback (SQLite f
 temporal-cli: $(TOOLS)/temporal ## Build the temporal CLI (dev server) from the Go module proxy (about 6 minutes, once).
 
 .PHONY: tools
-tools: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck $(TOOLS)/temporal ## Build the developer tools into .tools/bin (git-ignored).
+tools: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck $(TOOLS)/temporal $(TOOLS)/kube-apiserver ## Build the developer tools into .tools/bin (git-ignored).
+
+.PHONY: kube
+kube: $(TOOLS)/kube-apiserver ## Build kube-apiserver and etcd from the Go module proxy (about 4 minutes, once) for the Kubernetes tests.
+
+$(TOOLS)/kube-apiserver:
+	@scripts/build-kube $(TOOLS)
 
 $(TOOLS)/staticcheck:
 	@mkdir -p $(TOOLS)

@@ -88,3 +88,18 @@ var ErrStaleDecision = errors.New("stale decision: a newer decision was already 
 
 // ErrInvalidTargets is returned by Apply for targets no deployment can take.
 var ErrInvalidTargets = errors.New("invalid targets")
+
+// Endpoint is where one engine publishes its Forward Pass Metrics.
+type Endpoint struct {
+	// Address is the ZeroMQ address (tcp://host:port).
+	Address string `json:"address"`
+	// Component is the engine's pool.
+	Component scaling.Component `json:"component"`
+}
+
+// EndpointDiscoverer is a connector that knows where its engines publish Forward Pass
+// Metrics. It lists the ready engines only: like Dynamo's planner, which sees the workers its
+// discovery lists, a starting or draining engine is not observed.
+type EndpointDiscoverer interface {
+	FPMEndpoints(ctx context.Context) ([]Endpoint, error)
+}

@@ -16,8 +16,9 @@ type Options struct {
 	// Applies is true when an applied target becomes the pool's expected count (false for an
 	// advisory connector that applies nothing).
 	Applies bool
-	// Settle, when set, runs after each successful apply and before the next one (e.g. an
-	// orchestrator acknowledging a virtual decision, or a supervisor finishing a start).
+	// Settle, when set, runs after each successful apply, before the deployment's counts are
+	// checked and before the next apply (e.g. an orchestrator acknowledging a virtual
+	// decision, a supervisor finishing a start, an operator reporting the new replicas).
 	Settle func(t *testing.T, c connectors.Connector)
 }
 
@@ -41,6 +42,7 @@ func Run(t *testing.T, newConnector func(t *testing.T) connectors.Connector, o O
 	t.Run("absolute targets with increasing ids", func(t *testing.T) {
 		c := newConnector(t)
 		require.NoError(t, c.Apply(ctx, 1, connectors.Targets{Prefill: n(2), Decode: n(3)}))
+		settle(t, c)
 		inv, err := c.Inventory(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), inv.AppliedDecisionID)
@@ -48,8 +50,8 @@ func Run(t *testing.T, newConnector func(t *testing.T) connectors.Connector, o O
 			require.Equal(t, n(2), inv.ExpectedPrefill)
 			require.Equal(t, n(3), inv.ExpectedDecode)
 		}
-		settle(t, c)
 		require.NoError(t, c.Apply(ctx, 2, connectors.Targets{Decode: n(1)}), "one pool only")
+		settle(t, c)
 		inv, err = c.Inventory(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(2), inv.AppliedDecisionID)
