@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,7 +23,6 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/noop"
-	"github.com/llmplanner/planner/observe"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/scaling"
@@ -35,20 +33,48 @@ import (
 // (traffic and FPM are then missing and the planner holds) and in-memory advisory
 // connectors.
 type Activities struct {
-	// Script, when set, provides scripted observations (tests, examples).
-	Script *observe.Script
+	// Unhosted, when set, observes the deployments this worker does not host (tests give it
+	// scripted observations); nil: they are not observed and their planners hold.
+	Unhosted Observer
 	// NoopJournalDir, when set, journals the advisory connector's decisions per deployment,
 	// so its decision ids survive a worker restart.
 	NoopJournalDir string
 	// Logger receives the activities' logs (slog.Default when nil).
 	Logger *slog.Logger
-	// Faults injects crashes for the durability test (nil: none).
-	Faults *Faults
+	// Hooks, when set, are called at points of the activities (tests inject faults there).
+	Hooks *Hooks
 
 	mu       sync.Mutex
 	planners map[string]plannerEntry
 	noops    map[string]connectors.Connector
 	hosted   map[string]Hosted
+}
+
+// Observer observes a deployment for the observe activities.
+type Observer interface {
+	ObserveTraffic(ctx context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error)
+	ObserveFPM(ctx context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error)
+}
+
+// Hooks are called at chosen points of the activities; a nil function is skipped. Tests
+// use them to kill the worker between a side effect and its record in history.
+type Hooks struct {
+	// AfterDecide runs once Decide computed tick's decision, before the workflow records it.
+	AfterDecide func(ctx context.Context, tick int64)
+	// AfterApply runs once the connector applied a decision, before the activity completes.
+	AfterApply func(ctx context.Context, decisionID int64)
+}
+
+func (h *Hooks) afterDecide(ctx context.Context, tick int64) {
+	if h != nil && h.AfterDecide != nil {
+		h.AfterDecide(ctx, tick)
+	}
+}
+
+func (h *Hooks) afterApply(ctx context.Context, id int64) {
+	if h != nil && h.AfterApply != nil {
+		h.AfterApply(ctx, id)
+	}
 }
 
 // Register registers every activity under its workflows.Activity* name.
@@ -167,7 +193,7 @@ func (a *Activities) Decide(ctx context.Context, req workflows.DecideRequest) (w
 	if err != nil {
 		return workflows.DecideResult{}, nonRetryable(workflows.ErrTypeBadState, err)
 	}
-	a.Faults.Hit(ctx, FaultAfterDecide, req.Tick)
+	a.Hooks.afterDecide(ctx, req.Tick)
 	return workflows.DecideResult{State: st, Decision: dec, Diagnostics: diag}, nil
 }
 
@@ -177,21 +203,21 @@ func (a *Activities) ObserveTraffic(ctx context.Context, req workflows.ObserveRe
 	if h, ok := a.hostedFor(req.Deployment); ok {
 		return observeHostedTraffic(ctx, h, req)
 	}
-	if a.Script == nil {
+	if a.Unhosted == nil {
 		return nil, nil
 	}
-	return a.Script.Traffic(req.Tick, req.TrafficDurationS), nil
+	return a.Unhosted.ObserveTraffic(ctx, req)
 }
 
 // ObserveFPM reads the engines' latest FPMs and their capabilities.
-func (a *Activities) ObserveFPM(_ context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error) {
+func (a *Activities) ObserveFPM(ctx context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error) {
 	if h, ok := a.hostedFor(req.Deployment); ok {
 		return observeHostedFPM(h)
 	}
-	if a.Script == nil {
+	if a.Unhosted == nil {
 		return workflows.FPMResult{}, nil
 	}
-	return workflows.FPMResult{FPM: a.Script.FPM(req.Tick, req.ReadyPrefill, req.ReadyDecode), Capabilities: a.Script.Capabilities(req.Tick)}, nil
+	return a.Unhosted.ObserveFPM(ctx, req)
 }
 
 // ObserveInventory reads the connector's inventory.
@@ -225,7 +251,7 @@ func (a *Activities) Apply(ctx context.Context, req workflows.ApplyRequest) erro
 	}
 	a.logger().InfoContext(ctx, "decision applied", "deployment", req.Deployment.WorkflowID(), "decision_id", req.DecisionID,
 		"targets", req.Targets.String(), "environment", req.Environment)
-	a.Faults.Hit(ctx, FaultAfterApply, req.DecisionID)
+	a.Hooks.afterApply(ctx, req.DecisionID)
 	return nil
 }
 
@@ -264,58 +290,4 @@ func (a *Activities) connector(d workflows.Deployment, env config.Environment, p
 	}
 	a.noops[key] = c
 	return c, nil
-}
-
-// Fault points for the durability test.
-const (
-	FaultAfterDecide = "decide"
-	FaultAfterApply  = "apply"
-)
-
-// Faults kills the worker process at chosen points, once each, to test durability: PLANNER_FAULTS
-// lists "point@n" entries ("decide@5": right after Decide computed tick 5, before the workflow
-// records it; "apply@3": right after the connector applied decision 3, before the activity
-// completes), and a marker file per entry in Dir makes each fire only once across restarts.
-// It is for tests only and off unless configured.
-type Faults struct {
-	Dir    string
-	points map[string]bool
-}
-
-// FaultsFromEnv reads PLANNER_FAULTS and PLANNER_FAULTS_DIR (nil when unset).
-func FaultsFromEnv() (*Faults, error) {
-	spec := strings.TrimSpace(os.Getenv("PLANNER_FAULTS"))
-	if spec == "" {
-		return nil, nil
-	}
-	f := &Faults{Dir: os.Getenv("PLANNER_FAULTS_DIR"), points: map[string]bool{}}
-	if f.Dir == "" {
-		return nil, errors.New("PLANNER_FAULTS needs PLANNER_FAULTS_DIR (a directory for the once-only markers)")
-	}
-	for _, p := range strings.Split(spec, ",") {
-		if !strings.Contains(p, "@") {
-			return nil, fmt.Errorf("PLANNER_FAULTS entry %q: want point@n", p)
-		}
-		f.points[strings.TrimSpace(p)] = true
-	}
-	return f, nil
-}
-
-// Hit kills the process if point@n is configured and has not fired yet.
-func (f *Faults) Hit(ctx context.Context, point string, n int64) {
-	if f == nil {
-		return
-	}
-	key := fmt.Sprintf("%s@%d", point, n)
-	if !f.points[key] {
-		return
-	}
-	marker := filepath.Join(f.Dir, strings.ReplaceAll(key, "@", "_"))
-	fh, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return // already fired
-	}
-	fh.Close()
-	slog.Default().WarnContext(ctx, "fault injection: killing the worker", "point", key)
-	killSelf()
 }

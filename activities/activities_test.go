@@ -87,24 +87,3 @@ func TestObservationsWithoutASourceAreMissingNotZero(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, fr.FPM)
 }
-
-func TestFaultsFromEnv(t *testing.T) {
-	t.Setenv("PLANNER_FAULTS", "")
-	f, err := FaultsFromEnv()
-	require.NoError(t, err)
-	require.Nil(t, f)
-	t.Setenv("PLANNER_FAULTS", "decide@3")
-	t.Setenv("PLANNER_FAULTS_DIR", "")
-	_, err = FaultsFromEnv()
-	require.EqualError(t, err, "PLANNER_FAULTS needs PLANNER_FAULTS_DIR (a directory for the once-only markers)")
-	t.Setenv("PLANNER_FAULTS_DIR", t.TempDir())
-	t.Setenv("PLANNER_FAULTS", "decide3")
-	_, err = FaultsFromEnv()
-	require.EqualError(t, err, `PLANNER_FAULTS entry "decide3": want point@n`)
-	// A point that is not configured never fires (the test process survives).
-	t.Setenv("PLANNER_FAULTS", "decide@3")
-	f, err = FaultsFromEnv()
-	require.NoError(t, err)
-	f.Hit(context.Background(), FaultAfterDecide, 4)
-	f.Hit(context.Background(), FaultAfterApply, 3)
-}

@@ -1,6 +1,5 @@
 // Package observe reads the world for the planner: the frontend's traffic, the engines'
-// Forward Pass Metrics, and (for tests and examples) scripted observations. It is pure of
-// Temporal; the activities package adapts it.
+// Forward Pass Metrics. It is pure of Temporal; the activities package adapts it.
 //
 //   - FPM: DecodeFPM/AppendFPM are the wire codec (msgspec's msgpack map form, and the
 //     positional form), FPMStore keeps the latest message per (worker_id, dp_rank) and a
@@ -9,6 +8,4 @@
 //   - Traffic: TrafficSource is what the throughput loop reads. PrometheusTraffic issues
 //     Dynamo's frontend queries to a Prometheus server; ScrapeTraffic reads the frontend's
 //     /metrics directly and computes window deltas, for setups without Prometheus.
-//   - Script: observations keyed by tick number, for deterministic runs (the durability
-//     test, examples).
 package observe

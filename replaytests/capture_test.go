@@ -18,8 +18,8 @@ import (
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors/virtual"
+	"github.com/llmplanner/planner/internal/scripted"
 	"github.com/llmplanner/planner/internal/temporaltest"
-	"github.com/llmplanner/planner/observe"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/plannerclient"
 	"github.com/llmplanner/planner/scaling"
@@ -33,9 +33,9 @@ var capture = flag.Bool("capture", false, "re-record the histories of the curren
 var scenarios = []string{"overrides", "continue-as-new", "virtual"}
 
 // captureScript: decode engines at 110% KV for 4 ticks, then at 20%.
-func captureScript() *observe.Script {
+func captureScript() *scripted.Script {
 	caps := &scaling.WorkerCapabilities{Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 100000}}
-	return &observe.Script{Entries: []observe.ScriptEntry{
+	return &scripted.Script{Entries: []scripted.ScriptEntry{
 		{FromTick: 0, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 40, SumDecodeKVTokens: 110000}}},
 		{FromTick: 5, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}}},
 	}}
@@ -59,7 +59,7 @@ func TestCaptureHistories(t *testing.T) {
 	const queue = "capture"
 	serve := func(srv *temporaltest.Server) client.Client {
 		w := sdkworker.New(srv.Client(), queue, sdkworker.Options{})
-		worker.Register(w, &activities.Activities{Script: captureScript(), NoopJournalDir: t.TempDir()})
+		worker.Register(w, &activities.Activities{Unhosted: captureScript(), NoopJournalDir: t.TempDir()})
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
 		return srv.Client()

@@ -69,10 +69,15 @@ type Options struct {
 	Activities *activities.Activities
 	// Logger receives the worker's and the SDK's logs (slog.Default when nil).
 	Logger *slog.Logger
-	// HostTaskQueue, when set, is a second task queue this worker polls for the observe and
-	// apply activities of the deployments it hosts (Activities.Host).
-	HostTaskQueue string
-	// Started, when set, is called once the worker polls.
+	// Hosts are the deployments this worker hosts (OpenHosts): each gets its connector and
+	// observations served on its host task queue (workflows.HostTaskQueue). Run does not
+	// close them.
+	Hosts []*Host
+	// StartPlanners starts, once the worker polls, the planner of every host whose spec names
+	// a planner config (or replaces the running planner's configuration), as `planner start`
+	// would.
+	StartPlanners bool
+	// Started, when set, is called once the worker polls (and the planners are started).
 	Started func()
 }
 
@@ -143,14 +148,22 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer w.Stop()
 	logger.Info("planner worker polling", "task_queue", o.TaskQueue)
-	if o.HostTaskQueue != "" && o.HostTaskQueue != o.TaskQueue {
-		hw := sdkworker.New(c, o.HostTaskQueue, sdkworker.Options{})
+	for _, h := range o.Hosts {
+		id := h.Spec().ID()
+		o.Activities.Host(id, h.Hosted())
+		queue := workflows.HostTaskQueue(id)
+		hw := sdkworker.New(c, queue, sdkworker.Options{DisableWorkflowWorker: true})
 		o.Activities.Register(hw)
 		if err := hw.Start(); err != nil {
-			return fmt.Errorf("start worker on host task queue %q: %w", o.HostTaskQueue, err)
+			return fmt.Errorf("start worker on host task queue %q: %w", queue, err)
 		}
 		defer hw.Stop()
-		logger.Info("hosting deployments", "host_task_queue", o.HostTaskQueue)
+	}
+	if len(o.Hosts) > 0 {
+		logger.Info("hosting deployments", "count", len(o.Hosts))
+	}
+	if o.StartPlanners {
+		startHostedPlanners(ctx, c, opts.Namespace, o.TaskQueue, o.Hosts, logger)
 	}
 	if o.Started != nil {
 		o.Started()
@@ -164,6 +177,33 @@ func Run(ctx context.Context, o Options) error {
 	}
 	_ = metrics.provider.Shutdown(context.Background())
 	return nil
+}
+
+// startHostedPlanners starts (or updates) the planner of every host with a planner config. A
+// failure is logged and the worker goes on: the other deployments are still served, and the
+// operator can fix the config and run planner start.
+func startHostedPlanners(ctx context.Context, c client.Client, namespace, taskQueue string, hosts []*Host, logger *slog.Logger) {
+	for _, h := range hosts {
+		spec := h.Spec()
+		cfg := spec.Config()
+		if cfg == nil {
+			continue
+		}
+		res, err := StartPlanner(ctx, c, namespace, StartOptions{Deployment: spec.ID(), Config: *cfg, TaskQueue: taskQueue,
+			HostTaskQueue: workflows.HostTaskQueue(spec.ID()), InitialPrefill: -1, InitialDecode: -1})
+		if err != nil {
+			logger.Error("cannot start the planner of a hosted deployment", "deployment", spec.Deployment, "error", err)
+			continue
+		}
+		for _, n := range res.Notes {
+			logger.Warn(n, "deployment", spec.Deployment)
+		}
+		if res.Started {
+			logger.Info("planner started", "workflow_id", res.WorkflowID, "run_id", res.RunID)
+		} else {
+			logger.Info("planner running; configuration replaced", "workflow_id", res.WorkflowID, "result", res.Message)
+		}
+	}
 }
 
 // health answers 200 when the Temporal server answers a health check, 503 otherwise.

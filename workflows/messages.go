@@ -61,9 +61,17 @@ const (
 	SearchAttributeMode       = "PlannerMode"
 )
 
-// SupportedEnvironments are the environments this build's workers can serve (local needs a
-// worker that hosts the deployment's processes; kubernetes arrives with its connector).
-var SupportedEnvironments = []string{string(config.EnvNoop), string(config.EnvVirtual), string(config.EnvLocal)}
+// SupportedEnvironments are the environments this build's workers can serve (local and
+// kubernetes need a worker that hosts the deployment: see HostTaskQueue).
+var SupportedEnvironments = []string{string(config.EnvNoop), string(config.EnvVirtual), string(config.EnvLocal), string(config.EnvKubernetes)}
+
+// HostTaskQueuePrefix starts every deployment's host task queue.
+const HostTaskQueuePrefix = "planner-host/"
+
+// HostTaskQueue is the task queue of the worker hosting a deployment (its connector, traffic
+// source and FPM subscriber): planner-host/<namespace>/<name>. A worker polls it for every
+// deployment of its deployments file.
+func HostTaskQueue(d Deployment) string { return HostTaskQueuePrefix + d.Namespace + "/" + d.Name }
 
 // SupportedEnvironment reports whether this build's workers serve env.
 func SupportedEnvironment(env config.Environment) bool {
@@ -248,6 +256,10 @@ type WaitDecisionRequest struct {
 // ConfigRequest replaces the configuration.
 type ConfigRequest struct {
 	Config config.Config `json:"config"`
+	// HostTaskQueue, when set, moves the observe and apply activities to this task queue
+	// ("" for none): `planner start` sets it, so a planner started before its deployment was
+	// hosted finds its host.
+	HostTaskQueue *string `json:"host_task_queue,omitempty"`
 }
 
 // Result is the answer of an update.

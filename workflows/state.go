@@ -514,11 +514,22 @@ func immutableConfigChange(old, c config.Config) error {
 	return nil
 }
 
+// maxTaskQueueLen bounds a task queue name (Temporal's own limit is 1000 bytes).
+const maxTaskQueueLen = 1000
+
 // ValidateConfig checks a replacement configuration.
 func (s *State) ValidateConfig(r ConfigRequest) error {
 	c, err := withConfig(r.Config)
 	if err != nil {
 		return err
+	}
+	if q := r.HostTaskQueue; q != nil {
+		if len(*q) > maxTaskQueueLen {
+			return fmt.Errorf("host_task_queue: %d characters, at most %d", len(*q), maxTaskQueueLen)
+		}
+		if *q == "" && (c.Environment == config.EnvLocal || c.Environment == config.EnvKubernetes) {
+			return fmt.Errorf("host_task_queue: environment %s needs the worker hosting the deployment", c.Environment)
+		}
 	}
 	return immutableConfigChange(s.Config, c)
 }
@@ -527,6 +538,13 @@ func (s *State) ValidateConfig(r ConfigRequest) error {
 func (s *State) SetConfig(r ConfigRequest) string {
 	c, _ := withConfig(r.Config)
 	s.Config = c
+	if r.HostTaskQueue != nil && *r.HostTaskQueue != s.HostTaskQueue {
+		s.HostTaskQueue = *r.HostTaskQueue
+		if s.HostTaskQueue == "" {
+			return "configuration updated, no host task queue; it applies from the next tick"
+		}
+		return "configuration updated, host task queue " + s.HostTaskQueue + "; it applies from the next tick"
+	}
 	return "configuration updated; it applies from the next tick"
 }
 

@@ -23,7 +23,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/virtual"
-	"github.com/llmplanner/planner/observe"
+	"github.com/llmplanner/planner/internal/scripted"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/workflows"
@@ -39,9 +39,9 @@ func thresholdConfig(env config.Environment) config.Config {
 }
 
 // kvScript: decode engines at 110% KV until tick 4, then at 20%.
-func kvScript() *observe.Script {
+func kvScript() *scripted.Script {
 	caps := &scaling.WorkerCapabilities{Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 100000}}
-	return &observe.Script{Entries: []observe.ScriptEntry{
+	return &scripted.Script{Entries: []scripted.ScriptEntry{
 		{FromTick: 0, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 40, SumDecodeKVTokens: 110000}}},
 		{FromTick: 4, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}}},
 	}}
@@ -53,18 +53,22 @@ type harness struct {
 	checks []func()
 }
 
-func newHarness(t *testing.T, script *observe.Script) *harness {
+func newHarness(t *testing.T, script *scripted.Script) *harness {
 	return newHarnessWithJournal(t, script, t.TempDir())
 }
 
 // newHarnessWithJournal runs the real activities with the noop connector journaling in dir.
-func newHarnessWithJournal(t *testing.T, script *observe.Script, journalDir string) *harness {
+func newHarnessWithJournal(t *testing.T, script *scripted.Script, journalDir string) *harness {
 	var suite testsuite.WorkflowTestSuite
 	// Warnings and errors go to the test log; the SDK's debug chatter is dropped.
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(workflows.PlannerWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
-	(&activities.Activities{Script: script, NoopJournalDir: journalDir}).Register(env)
+	acts := &activities.Activities{NoopJournalDir: journalDir}
+	if script != nil {
+		acts.Unhosted = script
+	}
+	acts.Register(env)
 	env.SetStartTime(time.Unix(1_700_000_000, 0))
 	return &harness{t: t, env: env}
 }
@@ -451,7 +455,7 @@ func (h *harness) diagnosticsFromCAN() []workflows.TickRecord {
 func TestUnreadableMetricsHoldAndNeverScaleDown(t *testing.T) {
 	// Idle engines (20% KV) would scale 3 -> 2, but the FPM read fails: the planner holds.
 	caps := &scaling.WorkerCapabilities{Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 100000}}
-	idle := &observe.Script{Entries: []observe.ScriptEntry{{FromTick: 0, Capabilities: caps,
+	idle := &scripted.Script{Entries: []scripted.ScriptEntry{{FromTick: 0, Capabilities: caps,
 		DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}}}}}
 	h := newHarness(t, idle)
 	h.env.OnActivity(workflows.ActivityObserveFPM, mock.Anything, mock.Anything).
@@ -496,16 +500,16 @@ func TestStateStaysSmallForAnSLAPlanner(t *testing.T) {
 	c.LoadPredictor, c.ThroughputAdjustmentIntervalSeconds, c.LoadAdjustmentIntervalSeconds = "arima", 60, 30
 	c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 20, 16
 	caps := &scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 500000}, Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 500000}}
-	var entries []observe.ScriptEntry
+	var entries []scripted.ScriptEntry
 	for i := int64(0); i < 120; i += 10 {
 		rps := 4 + float64(i%40)/4 // a slow sawtooth
-		entries = append(entries, observe.ScriptEntry{FromTick: i, Capabilities: caps,
-			Traffic:       &observe.ScriptTraffic{RequestsPerSecond: rps, ISL: 3000, OSL: 300},
+		entries = append(entries, scripted.ScriptEntry{FromTick: i, Capabilities: caps,
+			Traffic:       &scripted.ScriptTraffic{RequestsPerSecond: rps, ISL: 3000, OSL: 300},
 			PrefillEngine: &perf.FPM{WallTime: 0.05 + 0.001*float64(i%7), Scheduled: perf.ScheduledRequests{NumPrefillRequests: 2, SumPrefillTokens: 6000 + 100*i}},
 			DecodeEngine:  &perf.FPM{WallTime: 0.012 + 0.0001*float64(i%5), Scheduled: perf.ScheduledRequests{NumDecodeRequests: 30 + i%9, SumDecodeKVTokens: 100000 + 1000*i}},
 		})
 	}
-	h := newHarness(t, &observe.Script{Entries: entries})
+	h := newHarness(t, &scripted.Script{Entries: entries})
 	// An orchestrator acknowledges the newest decision a second after every tick.
 	for k := 1; k <= 120; k++ {
 		h.at(time.Duration(k)*30*time.Second+time.Second, func() {

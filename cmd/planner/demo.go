@@ -199,7 +199,9 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 
-	// The simulated deployment: a frontend process, then engines under the local connector.
+	// The simulated deployment: a frontend process, then the deployments file the worker hosts
+	// (engines under the local connector, the frontend's metrics scraped, FPMs discovered from
+	// the connector), exactly as `planner worker --deployments` would.
 	frontendURL, err := d.startFrontend(ctx, *cfg.ModelName)
 	if err != nil {
 		return err
@@ -208,41 +210,72 @@ func (d *demo) run(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(out, localStateFile)); err == nil {
 		d.say("stopping whatever engines a previous demo left in %s", out)
 	}
-	host, err := startLocalHost(ctx, localHostOptions{
-		Deployment: dep, Out: out, Self: d.self, GPUs: o.gpus, FrontendURL: frontendURL, ProfileDir: profileDir,
-		StartupDelay: o.startupDelay, Model: *cfg.ModelName, Logger: d.logger,
-		Initial: [2]int{cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints()},
-	})
+	if err := stopPreviousDemo(ctx, out); err != nil {
+		return err
+	}
+	cfgData, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(out, "planner.json"), append(cfgData, '\n'), 0o644); err != nil {
+		return err
+	}
+	depFile, err := writeDemoDeployments(demoDeploymentsOptions{out: out, self: d.self, frontendURL: frontendURL, profileDir: profileDir,
+		plannerConfig: "planner.json", gpus: o.gpus, startupDelay: o.startupDelay,
+		initialPrefill: cfg.PrefillMinEndpoints(), initialDecode: cfg.DecodeMinEndpoints()})
+	if err != nil {
+		return err
+	}
+	df, err := worker.LoadDeployments(depFile, func(string) (string, bool) { return "", false })
+	if err != nil {
+		return err
+	}
+	hosts, err := worker.OpenHosts(ctx, df, worker.HostOptions{Logger: d.logger})
+	if err != nil {
+		return err
+	}
+	host := hosts[0]
+	pools := demoPools{host.Local()}
 	d.atExit(func() {
 		d.say("stopping the engines (SIGTERM: they drain for at most 15 s)")
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if err := host.Stop(sctx); err != nil {
+		if err := host.StopDeployment(sctx); err != nil {
 			d.say("stopping the engines: %v", err)
 		}
 	})
-	d.say("local connector: %d prefill + %d decode engines starting (start-up delay %s), GPU pool of %d",
-		cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
-	if err := host.WaitReady(ctx, o.startupDelay+time.Minute); err != nil {
+	d.say("deployments file %s: %d prefill + %d decode engines starting under the local connector (start-up delay %s), GPU pool of %d",
+		depFile, cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+	if err := pools.WaitReady(ctx, o.startupDelay+time.Minute); err != nil {
 		return err
 	}
 	d.say("engines ready and registered with the frontend")
 
-	// The planner worker, in this process, hosting the deployment.
+	// A planner a previous demo left running would continue from its old state: end it.
+	c, err := client.Dial(topts)
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	d.atExit(c.Close)
+	if desc, err := c.DescribeWorkflowExecution(ctx, dep.WorkflowID(), ""); err == nil &&
+		desc.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		d.say("terminating the planner a previous demo left running")
+		if err := c.TerminateWorkflow(ctx, dep.WorkflowID(), "", "a new demo starts"); err != nil {
+			return fmt.Errorf("terminate the previous demo's planner: %w", err)
+		}
+	}
+
+	// The planner worker, in this process, hosting the deployment and starting its planner
+	// (as planner worker does for a deployment with a planner_config).
 	acts := &activities.Activities{Logger: d.logger}
-	acts.Host(dep, host.Hosted())
-	hostQueue := fmt.Sprintf("planner-demo-host-%d", os.Getpid())
 	wctx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan struct{})
 	var workerErr error
 	workerUp := make(chan struct{})
 	go func() {
 		defer close(workerDone)
-		workerErr = worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, HostTaskQueue: hostQueue, MetricsAddress: "",
-			Activities: acts, Logger: d.logger, Started: func() { close(workerUp) }})
+		workerErr = worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, MetricsAddress: "", Activities: acts, Logger: d.logger,
+			Hosts: hosts, StartPlanners: true, Started: func() { close(workerUp) }})
 	}()
 	d.atExit(func() {
 		stopWorker()
@@ -255,25 +288,14 @@ func (d *demo) run(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	c, err := client.Dial(topts)
-	if err != nil {
-		return fmt.Errorf("temporal client: %w", err)
-	}
-	d.atExit(c.Close)
-	in := workflows.Input{Deployment: dep, Config: cfg, InitialPrefill: cfg.PrefillMinEndpoints(), InitialDecode: cfg.DecodeMinEndpoints(),
-		HostTaskQueue: hostQueue}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: dep.WorkflowID(), TaskQueue: workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
-		StaticSummary:            "planner demo: simulated disaggregated deployment on the local connector",
-	}, workflows.WorkflowName, in)
-	if err != nil {
-		return fmt.Errorf("start the planner workflow: %w", err)
+	desc, err := c.DescribeWorkflowExecution(ctx, dep.WorkflowID(), "")
+	if err != nil || desc.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return fmt.Errorf("the worker did not start the planner %s (see planner.log): %v", dep.WorkflowID(), err)
 	}
 	d.atExit(func() {
 		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "demo finished")
+		_ = c.TerminateWorkflow(tctx, dep.WorkflowID(), "", "demo finished")
 	})
 	ui := "http://127.0.0.1:8233"
 	if addr != defaultTemporalAddress {
@@ -284,7 +306,7 @@ func (d *demo) run(ctx context.Context) error {
 
 	// Replay the trace and watch the planner.
 	rec := newDemoRecorder(cfg, speedup)
-	mon := &demoMonitor{d: d, c: c, dep: dep, rec: rec, host: host}
+	mon := &demoMonitor{d: d, c: c, dep: dep, rec: rec, host: pools}
 	mctx, stopMonitor := context.WithCancel(ctx)
 	monDone := make(chan struct{})
 	go func() { mon.run(mctx); close(monDone) }()

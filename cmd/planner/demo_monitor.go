@@ -138,7 +138,7 @@ type demoMonitor struct {
 	c    client.Client
 	dep  workflows.Deployment
 	rec  *demoRecorder
-	host *localHost
+	host demoPools
 
 	lastTick  int64
 	lastAt    time.Time

@@ -67,12 +67,14 @@ type workerProc struct {
 	done     chan struct{}
 }
 
-func startWorkerProc(t *testing.T, bin, hostPort, queue, script, journal string, faults string) *workerProc {
+func startWorkerProc(t *testing.T, hostPort, queue, script, journal string, faults string) *workerProc {
 	logf, err := os.Create(filepath.Join(t.TempDir(), "worker-"+queue+".log"))
 	require.NoError(t, err)
+	bin, asMain := testPlannerBinary(t) // scripted observations and faults are test-only wiring
 	w := &workerProc{t: t, bin: bin, log: logf, stop: make(chan struct{}), done: make(chan struct{}),
 		args: []string{"worker", "--task-queue", queue, "--observations", script, "--noop-journal-dir", journal, "--metrics-address", "", "--log-level", "warn"},
-		env:  append(os.Environ(), "TEMPORAL_ADDRESS="+hostPort, "TEMPORAL_NAMESPACE=default", "TEMPORAL_CONFIG_FILE="+filepath.Join(t.TempDir(), "absent.toml"))}
+		env: append(os.Environ(), asMain, "TEMPORAL_ADDRESS="+hostPort, "TEMPORAL_NAMESPACE=default",
+			"TEMPORAL_CONFIG_FILE="+filepath.Join(t.TempDir(), "absent.toml"))}
 	if faults != "" {
 		w.env = append(w.env, "PLANNER_FAULTS="+faults, "PLANNER_FAULTS_DIR="+t.TempDir())
 	}
@@ -294,8 +296,6 @@ func waitQuiet(t *testing.T, ctx context.Context, pc *plannerclient.Client, afte
 }
 
 func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
-	bin, err := buildPlanner()
-	require.NoError(t, err)
 	script, err := filepath.Abs("testdata/durability-script.json")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -305,14 +305,14 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 	steadySrv := temporaltest.Start(t, "--dynamic-config-value", canArg)
 	faultySrv := temporaltest.Start(t, "--dynamic-config-value", canArg)
 	steadyJournal, faultyJournal := t.TempDir(), t.TempDir()
-	startWorkerProc(t, bin, steadySrv.HostPort, "steady", script, steadyJournal, "")
+	startWorkerProc(t, steadySrv.HostPort, "steady", script, steadyJournal, "")
 	// The virtual planner's worker crashes right after Decide computed ticks 3 and 11,
 	// before the workflow recorded the result. The noop planner has its own worker (so its
 	// crashes never catch an acknowledgement of the virtual planner in flight), which crashes
 	// right after the connector applied decision 1 (before the activity completed) and after
 	// Decide of tick 6.
-	faultyVirtual := startWorkerProc(t, bin, faultySrv.HostPort, "faulty-virtual", script, faultyJournal, "decide@3,decide@11")
-	faultyNoop := startWorkerProc(t, bin, faultySrv.HostPort, "faulty-noop", script, faultyJournal, "apply@1,decide@6")
+	faultyVirtual := startWorkerProc(t, faultySrv.HostPort, "faulty-virtual", script, faultyJournal, "decide@3,decide@11")
+	faultyNoop := startWorkerProc(t, faultySrv.HostPort, "faulty-noop", script, faultyJournal, "apply@1,decide@6")
 
 	steady := startDeployment(t, ctx, "steady", steadySrv, "steady", "steady")
 	crashed := startDeployment(t, ctx, "faulty", faultySrv, "faulty-virtual", "faulty-noop")

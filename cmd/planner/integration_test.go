@@ -107,9 +107,14 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 	code, _, errOut = start("-f", `{"mode": "disagg", "environment": "noop", "optimization_target": "throughput"}`, "--deployment", "prod/llama")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "mode cannot change on a running planner (decode -> disagg)")
-	code, _, errOut = start("-f", `{"mode": "decode"}`, "--deployment", "prod/k8s")
-	require.Equal(t, 1, code)
-	require.Contains(t, errOut, `environment "kubernetes" has no connector in this build yet (supported: noop, virtual, local)`)
+	// A kubernetes planner needs a worker hosting its deployment: it starts on its host task
+	// queue and says nobody polls it yet.
+	code, out, errOut = start("-f", `{"mode": "decode", "environment": "kubernetes", "enable_throughput_scaling": false, "optimization_target": "throughput"}`, "--deployment", "prod/k8s")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "hosted: observe and apply on task queue planner-host/prod/k8s")
+	require.Contains(t, errOut, "no worker polls planner-host/prod/k8s yet")
+	code, _, errOut = start("-f", "testdata/threshold-noop.yaml", "--deployment", "prod/none", "--host-task-queue", "none")
+	require.Equal(t, 0, code, errOut)
 	code, _, errOut = start("-f", "testdata/threshold-noop.yaml", "--deployment", "prod")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `--deployment "prod": want <namespace>/<name>`)

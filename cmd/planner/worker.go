@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/llmplanner/planner/activities"
-	"github.com/llmplanner/planner/observe"
 	"github.com/llmplanner/planner/worker"
 	"github.com/llmplanner/planner/workflows"
 )
@@ -18,23 +17,35 @@ import (
 func init() {
 	register(command{
 		name:    "worker",
-		summary: "run a Temporal worker for planner workflows (TEMPORAL_* environment and profile, like the temporal CLI)",
+		summary: "run a Temporal worker for planner workflows, hosting the deployments of a deployments file",
 		run:     runWorker,
 	})
 }
+
+// workerTestHooks, set by the tests only, adds test-only flags to `planner worker` and wires
+// them into the activities (scripted observations, fault injection). Nil in the binary.
+var workerTestHooks func(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) error
 
 func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task queue to poll")
+	deployments := fs.String("deployments", os.Getenv("PLANNER_DEPLOYMENTS"), "deployments file: the deployments this worker hosts (connector, traffic, FPM); default $PLANNER_DEPLOYMENTS")
+	noStart := fs.Bool("no-start", false, "do not start the planners of the deployments that name a planner_config (start them with planner start)")
 	metricsAddr := fs.String("metrics-address", "127.0.0.1:9464", `serve /metrics and /healthz here ("" to disable)`)
-	script := fs.String("observations", "", "scripted observations (JSON, see observe.Script) instead of live metrics: for tests and examples")
 	journal := fs.String("noop-journal-dir", "", "journal the noop connector's recorded decisions here, one file per deployment")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
+	var wire func(*activities.Activities, *slog.Logger) error
+	if workerTestHooks != nil {
+		wire = workerTestHooks(fs)
+	}
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: planner worker [flags]")
-		fmt.Fprintln(stderr, "\nServes planner workflows. The Temporal connection comes from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,")
+		fmt.Fprintln(stderr, "usage: planner worker [--deployments FILE] [flags]")
+		fmt.Fprintln(stderr, "\nServes planner workflows, and hosts the deployments of the deployments file: their connectors")
+		fmt.Fprintln(stderr, "(kubernetes, local, virtual, noop), traffic sources (Prometheus or the frontend's /metrics) and")
+		fmt.Fprintln(stderr, "FPM subscribers, on each deployment's host task queue (planner-host/<namespace>/<name>); see")
+		fmt.Fprintln(stderr, "docs/deployments.md. The Temporal connection comes from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,")
 		fmt.Fprintln(stderr, "TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE, as for the temporal CLI")
 		fmt.Fprintln(stderr, "(default 127.0.0.1:7233, namespace default).")
 		fs.PrintDefaults()
@@ -50,21 +61,33 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	acts := &activities.Activities{NoopJournalDir: *journal, Logger: logger}
-	if *script != "" {
-		if acts.Script, err = observe.LoadScript(*script); err != nil {
+	if wire != nil {
+		if err := wire(acts, logger); err != nil {
 			return err
 		}
-		logger.Warn("observations come from a script, not from the deployment", "script", *script)
-	}
-	if acts.Faults, err = activities.FaultsFromEnv(); err != nil {
-		return err
 	}
 	if *journal != "" {
 		if err := os.MkdirAll(*journal, 0o755); err != nil {
 			return fmt.Errorf("noop journal dir: %w", err)
 		}
 	}
-	return worker.Run(ctx, worker.Options{TaskQueue: *taskQueue, MetricsAddress: *metricsAddr, Activities: acts, Logger: logger})
+	var hosts []*worker.Host
+	if *deployments != "" {
+		df, err := worker.LoadDeployments(*deployments, os.LookupEnv)
+		if err != nil {
+			return err
+		}
+		if hosts, err = worker.OpenHosts(ctx, df, worker.HostOptions{Logger: logger}); err != nil {
+			return err
+		}
+		defer func() {
+			for _, h := range hosts {
+				_ = h.Close()
+			}
+		}()
+	}
+	return worker.Run(ctx, worker.Options{TaskQueue: *taskQueue, MetricsAddress: *metricsAddr, Activities: acts, Logger: logger,
+		Hosts: hosts, StartPlanners: !*noStart})
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -36,8 +36,9 @@ type ComponentConfig struct {
 	Command []string
 	// GPUsPerWorker is the number of GPU ids each worker gets from the pool (0: 1).
 	GPUsPerWorker int
-	// Env holds extra environment variables (values are templates), added to the
-	// supervisor's own environment together with CUDA_VISIBLE_DEVICES.
+	// Env holds extra environment variables (values are templates), given to the worker
+	// together with CUDA_VISIBLE_DEVICES and the InheritedEnv variables of the supervisor's
+	// own environment (nothing else of it is passed on).
 	Env map[string]string
 	// ReadyURL is a template of the URL whose GET answering 200 means the worker is ready;
 	// empty means a worker is ready as soon as its process runs.

@@ -60,7 +60,10 @@ type Local struct {
 	closeOnce sync.Once
 }
 
-var _ connectors.Connector = (*Local)(nil)
+var (
+	_ connectors.Connector          = (*Local)(nil)
+	_ connectors.EndpointDiscoverer = (*Local)(nil)
+)
 
 // Open starts supervising the deployment. When the state file exists, it adopts the recorded
 // workers that still run (same pid and same process start time), marks those that died
@@ -377,7 +380,7 @@ func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (
 	for _, k := range slices.Sorted(maps.Keys(cc.Env)) {
 		w.Env = append(w.Env, k+"="+r.Replace(cc.Env[k]))
 	}
-	cmd, ch, startTime, err := spawn(w.Command, append(os.Environ(), w.Env...), w.LogFile, l.wake)
+	cmd, ch, startTime, err := spawn(w.Command, append(inheritedEnv(), w.Env...), w.LogFile, l.wake)
 	if err != nil {
 		return Worker{}, fmt.Errorf("worker %s: %w", w.Name, err)
 	}
@@ -599,6 +602,34 @@ func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 		}
 	}
 	return inv, nil
+}
+
+// InheritedEnv are the supervisor's environment variables a worker inherits. Nothing else is
+// passed on: the supervisor is the planner worker, whose environment holds credentials
+// (TEMPORAL_API_KEY, a Prometheus token) that engine processes must never see. A worker
+// needing more gets it through its component's Env.
+var InheritedEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "LD_LIBRARY_PATH"}
+
+// inheritedEnv returns the InheritedEnv variables set in the supervisor's environment.
+func inheritedEnv() []string {
+	var env []string
+	for _, k := range InheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// FPMEndpoints lists the FPM endpoints of the ready workers (connectors.EndpointDiscoverer).
+func (l *Local) FPMEndpoints(context.Context) ([]connectors.Endpoint, error) {
+	var eps []connectors.Endpoint
+	for _, w := range l.Workers() {
+		if w.State == Ready {
+			eps = append(eps, connectors.Endpoint{Address: w.FPMEndpoint(), Component: w.Component})
+		}
+	}
+	return eps, nil
 }
 
 // Workers returns a copy of every recorded worker (starting, ready, draining, failed or

@@ -1,6 +1,11 @@
-package observe
+// Package scripted is observations keyed by the planner's tick number, for tests: a
+// planner's inputs become a function of its own progress, so two runs of one script decide
+// the same whatever the wall clock does. It serves the activities' Unhosted observer; it is
+// test-only wiring and never part of the planner binary.
+package scripted
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +13,7 @@ import (
 
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
+	"github.com/llmplanner/planner/workflows"
 )
 
 // Script is a scripted set of observations, piecewise constant in the planner's tick number:
@@ -151,4 +157,14 @@ func (s *Script) Capabilities(tick int64) scaling.WorkerCapabilities {
 		return *e.Capabilities
 	}
 	return scaling.WorkerCapabilities{}
+}
+
+// ObserveTraffic answers the observe activity from the script (activities.Observer).
+func (s *Script) ObserveTraffic(_ context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error) {
+	return s.Traffic(req.Tick, req.TrafficDurationS), nil
+}
+
+// ObserveFPM answers the observe activity from the script (activities.Observer).
+func (s *Script) ObserveFPM(_ context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error) {
+	return workflows.FPMResult{FPM: s.FPM(req.Tick, req.ReadyPrefill, req.ReadyDecode), Capabilities: s.Capabilities(req.Tick)}, nil
 }

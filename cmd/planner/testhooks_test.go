@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/activities"
+	"github.com/llmplanner/planner/internal/scripted"
+)
+
+// The test binary doubles as a planner binary with test-only wiring: run with
+// PLANNER_TEST_AS_MAIN=1, it is `planner` plus two worker options the real binary does not
+// have — scripted observations (--observations FILE) and fault injection (PLANNER_FAULTS).
+// Tests that need them start os.Args[0] as their planner process (testPlannerBinary).
+const testAsMainEnv = "PLANNER_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	workerTestHooks = addTestHooks
+	if os.Getenv(testAsMainEnv) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// testPlannerBinary is the planner with test hooks: this test binary, and the environment
+// variable that makes it one.
+func testPlannerBinary(t *testing.T) (string, string) {
+	bin, err := os.Executable()
+	require.NoError(t, err)
+	return bin, testAsMainEnv + "=1"
+}
+
+// addTestHooks registers the test-only worker flags; the returned function wires them.
+func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) error {
+	script := fs.String("observations", "", "test only: scripted observations (JSON, see internal/scripted) for the deployments this worker does not host")
+	return func(acts *activities.Activities, logger *slog.Logger) error {
+		if *script != "" {
+			s, err := scripted.LoadScript(*script)
+			if err != nil {
+				return err
+			}
+			acts.Unhosted = s
+			logger.Warn("observations come from a script, not from the deployment", "script", *script)
+		}
+		f, err := faultsFromEnv()
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			acts.Hooks = &activities.Hooks{
+				AfterDecide: func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterDecide, tick) },
+				AfterApply:  func(ctx context.Context, id int64) { f.hit(ctx, faultAfterApply, id) },
+			}
+		}
+		return nil
+	}
+}
+
+// Fault points for the durability test.
+const (
+	faultAfterDecide = "decide"
+	faultAfterApply  = "apply"
+)
+
+// faults kills the worker process at chosen points, once each: PLANNER_FAULTS lists "point@n"
+// entries ("decide@5": right after Decide computed tick 5, before the workflow records it;
+// "apply@3": right after the connector applied decision 3, before the activity completes),
+// and a marker file per entry in PLANNER_FAULTS_DIR makes each fire once across restarts.
+type faults struct {
+	dir    string
+	points map[string]bool
+}
+
+// faultsFromEnv reads PLANNER_FAULTS and PLANNER_FAULTS_DIR (nil when unset).
+func faultsFromEnv() (*faults, error) {
+	spec := strings.TrimSpace(os.Getenv("PLANNER_FAULTS"))
+	if spec == "" {
+		return nil, nil
+	}
+	f := &faults{dir: os.Getenv("PLANNER_FAULTS_DIR"), points: map[string]bool{}}
+	if f.dir == "" {
+		return nil, errors.New("PLANNER_FAULTS needs PLANNER_FAULTS_DIR (a directory for the once-only markers)")
+	}
+	for _, p := range strings.Split(spec, ",") {
+		if !strings.Contains(p, "@") {
+			return nil, fmt.Errorf("PLANNER_FAULTS entry %q: want point@n", p)
+		}
+		f.points[strings.TrimSpace(p)] = true
+	}
+	return f, nil
+}
+
+// hit kills the process (SIGKILL: no deferred function runs) if point@n is configured and
+// has not fired yet.
+func (f *faults) hit(ctx context.Context, point string, n int64) {
+	key := fmt.Sprintf("%s@%d", point, n)
+	if !f.points[key] {
+		return
+	}
+	marker := filepath.Join(f.dir, strings.ReplaceAll(key, "@", "_"))
+	fh, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return // already fired
+	}
+	fh.Close()
+	slog.Default().WarnContext(ctx, "fault injection: killing the worker", "point", key)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+func TestFaultsFromEnv(t *testing.T) {
+	t.Setenv("PLANNER_FAULTS", "")
+	f, err := faultsFromEnv()
+	require.NoError(t, err)
+	require.Nil(t, f)
+	t.Setenv("PLANNER_FAULTS", "decide@3")
+	t.Setenv("PLANNER_FAULTS_DIR", "")
+	_, err = faultsFromEnv()
+	require.EqualError(t, err, "PLANNER_FAULTS needs PLANNER_FAULTS_DIR (a directory for the once-only markers)")
+	t.Setenv("PLANNER_FAULTS_DIR", t.TempDir())
+	t.Setenv("PLANNER_FAULTS", "decide3")
+	_, err = faultsFromEnv()
+	require.EqualError(t, err, `PLANNER_FAULTS entry "decide3": want point@n`)
+	// A point that is not configured never fires (the test process survives).
+	t.Setenv("PLANNER_FAULTS", "decide@3")
+	f, err = faultsFromEnv()
+	require.NoError(t, err)
+	f.hit(context.Background(), faultAfterDecide, 4)
+	f.hit(context.Background(), faultAfterApply, 3)
+}

@@ -1,0 +1,223 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/workflows"
+)
+
+// NoHost, given as StartOptions.HostTaskQueue, starts a planner that no worker hosts: its
+// observations come from nowhere (it holds) and its connector is the advisory one.
+const NoHost = "none"
+
+// StartOptions describe a planner to start, or the running one to update.
+type StartOptions struct {
+	// Deployment is the managed deployment.
+	Deployment workflows.Deployment
+	// Config is the planner configuration (validated).
+	Config config.Config
+	// TaskQueue is the planner workers' task queue (default workflows.TaskQueue).
+	TaskQueue string
+	// HostTaskQueue is the task queue of the worker hosting the deployment. Empty picks it:
+	// the deployment's own host queue (workflows.HostTaskQueue) for the local and kubernetes
+	// environments, which need a host, and for noop and virtual when a worker polls that queue
+	// now; NoHost for none.
+	HostTaskQueue string
+	// InitialPrefill and InitialDecode are the replicas running now, for connectors that
+	// cannot tell (noop, virtual); negative: the configured minimum endpoints.
+	InitialPrefill, InitialDecode int
+	// AckTimeout is the virtual environment's acknowledgement timeout (0: 1800 s).
+	AckTimeout time.Duration
+	// MaxTicksPerRun continues as new after this many ticks (0: when the server suggests).
+	MaxTicksPerRun int
+	// Summary is the workflow's summary in the Web UI (default: deployment, mode, target,
+	// environment).
+	Summary string
+}
+
+// StartResult says what StartPlanner did.
+type StartResult struct {
+	// WorkflowID and RunID identify the planner.
+	WorkflowID, RunID string
+	// Started is true for a new planner, false when a running one was updated.
+	Started bool
+	// Message is the configuration update's answer.
+	Message string
+	// HostTaskQueue is the host task queue the planner uses ("" when none).
+	HostTaskQueue string
+	// InitialPrefill and InitialDecode are the counts a new planner started with.
+	InitialPrefill, InitialDecode int
+	// Notes are things the operator should know (missing search attributes, a secret left
+	// out of the workflow input, no worker hosting the deployment).
+	Notes []string
+}
+
+// StartPlanner starts the planner workflow of a deployment, or, when it runs already,
+// replaces its configuration (and host task queue) in one update-with-start call: the same
+// path for `planner start`, the demo and a worker starting the planners it hosts.
+func StartPlanner(ctx context.Context, c client.Client, namespace string, o StartOptions) (StartResult, error) {
+	d := o.Deployment
+	if err := d.Validate(); err != nil {
+		return StartResult{}, fmt.Errorf("deployment: %w", err)
+	}
+	if !workflows.SupportedEnvironment(o.Config.Environment) {
+		return StartResult{}, fmt.Errorf("environment %q has no connector in this build (supported: %s)",
+			o.Config.Environment, strings.Join(workflows.SupportedEnvironments, ", "))
+	}
+	if o.TaskQueue == "" {
+		o.TaskQueue = workflows.TaskQueue
+	}
+	if o.AckTimeout < 0 {
+		return StartResult{}, fmt.Errorf("ack timeout must not be negative, got %s", o.AckTimeout)
+	}
+	cfg := o.Config
+	res := StartResult{WorkflowID: d.WorkflowID()}
+	// Secrets stay on the worker: the workflow's input, history and config query are
+	// readable by anyone who can read the namespace.
+	if cfg.MetricPullingPrometheusToken != nil {
+		cfg.MetricPullingPrometheusToken = nil
+		res.Notes = append(res.Notes, "metric_pulling_prometheus_token (or PROMETHEUS_TOKEN) is not sent to the planner workflow: "+
+			"secrets stay on the worker; give the token in the deployments file (traffic.prometheus.token_file or token_env)")
+	}
+	host, note, err := pickHostQueue(ctx, c, d, cfg.Environment, o.HostTaskQueue)
+	if err != nil {
+		return StartResult{}, err
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	res.HostTaskQueue = host
+	res.InitialPrefill, res.InitialDecode = o.InitialPrefill, o.InitialDecode
+	if res.InitialPrefill < 0 {
+		res.InitialPrefill = 0
+		if cfg.HasPrefill() {
+			res.InitialPrefill = cfg.PrefillMinEndpoints()
+		}
+	}
+	if res.InitialDecode < 0 {
+		res.InitialDecode = 0
+		if cfg.HasDecode() {
+			res.InitialDecode = cfg.DecodeMinEndpoints()
+		}
+	}
+	running := false
+	if desc, err := c.DescribeWorkflowExecution(ctx, d.WorkflowID(), ""); err == nil &&
+		desc.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		running = true
+	}
+	summary := o.Summary
+	if summary == "" {
+		summary = fmt.Sprintf("planner of %s/%s: %s, %s, %s", d.Namespace, d.Name, cfg.Mode, cfg.OptimizationTarget, cfg.Environment)
+	}
+	sw := client.StartWorkflowOptions{
+		ID: d.WorkflowID(), TaskQueue: o.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            summary,
+	}
+	missing, err := missingSearchAttributes(ctx, c, namespace)
+	switch {
+	case err != nil:
+		res.Notes = append(res.Notes, fmt.Sprintf("cannot list search attributes (%v); starting without them", err))
+	case len(missing) > 0:
+		var b strings.Builder
+		fmt.Fprintf(&b, "namespace %q lacks the search attributes %s; to filter planners by them, run:", namespace, strings.Join(missing, ", "))
+		for _, m := range missing {
+			fmt.Fprintf(&b, "\n  temporal operator search-attribute create --namespace %s --name %s --type Keyword", namespace, m)
+		}
+		res.Notes = append(res.Notes, b.String())
+	default:
+		sw.TypedSearchAttributes = temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeDeployment).ValueSet(d.Namespace+"/"+d.Name),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeMode).ValueSet(string(cfg.Mode)),
+		)
+	}
+	in := workflows.Input{Deployment: d, Config: cfg, InitialPrefill: res.InitialPrefill, InitialDecode: res.InitialDecode,
+		AckTimeoutSeconds: o.AckTimeout.Seconds(), MaxTicksPerRun: o.MaxTicksPerRun, HostTaskQueue: host}
+	startOp := c.NewWithStartWorkflowOperation(sw, workflows.WorkflowName, in)
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: startOp,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdateConfig,
+			Args:         []any{workflows.ConfigRequest{Config: cfg, HostTaskQueue: &host}},
+			WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	if err != nil {
+		return res, fmt.Errorf("start or update %s: %w", d.WorkflowID(), err)
+	}
+	var upd workflows.Result
+	if err := h.Get(ctx, &upd); err != nil {
+		return res, fmt.Errorf("update the configuration of %s: %w", d.WorkflowID(), err)
+	}
+	run, err := startOp.Get(ctx)
+	if err != nil {
+		return res, fmt.Errorf("start %s: %w", d.WorkflowID(), err)
+	}
+	res.RunID, res.Started, res.Message = run.GetRunID(), !running, upd.Message
+	return res, nil
+}
+
+// pickHostQueue resolves StartOptions.HostTaskQueue; the note says what was picked and why
+// when it was not asked for.
+func pickHostQueue(ctx context.Context, c client.Client, d workflows.Deployment, env config.Environment, asked string) (string, string, error) {
+	own := workflows.HostTaskQueue(d)
+	needsHost := env == config.EnvLocal || env == config.EnvKubernetes
+	switch asked {
+	case NoHost:
+		if needsHost {
+			return "", "", fmt.Errorf("environment %s needs a worker hosting the deployment: it cannot start without a host task queue", env)
+		}
+		return "", "", nil
+	case "":
+	default:
+		return asked, "", nil
+	}
+	polled, err := hostPolled(ctx, c, own)
+	if needsHost {
+		if err == nil && !polled {
+			return own, fmt.Sprintf("no worker polls %s yet: the planner holds until a worker hosting %s/%s (planner worker --deployments FILE) runs",
+				own, d.Namespace, d.Name), nil
+		}
+		return own, "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("cannot tell whether a worker hosts %s/%s (describe task queue %s: %w); pass --host-task-queue %s or %s",
+			d.Namespace, d.Name, own, err, own, NoHost)
+	}
+	if !polled {
+		return "", fmt.Sprintf("no worker hosts %s/%s (nobody polls %s): the planner gets no traffic or FPM observations and holds; "+
+			"add the deployment to a worker's deployments file, then run planner start again", d.Namespace, d.Name, own), nil
+	}
+	return own, "", nil
+}
+
+// hostPolled reports whether a worker polls the host task queue for activities.
+func hostPolled(ctx context.Context, c client.Client, queue string) (bool, error) {
+	resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+	if err != nil {
+		return false, err
+	}
+	return len(resp.GetPollers()) > 0, nil
+}
+
+// missingSearchAttributes lists the planner's search attributes the namespace lacks.
+func missingSearchAttributes(ctx context.Context, c client.Client, namespace string) ([]string, error) {
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, name := range []string{workflows.SearchAttributeDeployment, workflows.SearchAttributeMode} {
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
