@@ -19,7 +19,8 @@
 //   - Counts come from status.components: ready = availableReplicas (else readyReplicas);
 //     expected = ready when the component is stable (desired == updated == ready, no
 //     terminating pods), else unknown and "scaling in progress". The GPU shape comes from
-//     status.components.<c>.gpusPerEngine when the status is current.
+//     status.components.<c>.gpusPerEngine when the status is current; the engines' limits
+//     from the workers' model cards (DynamoWorkerMetadata).
 //   - The newest decision applied is recorded in the DGD's annotation
 //     planner.llmplanner.io/decision-id: the same decision again changes nothing, an older one
 //     is refused.
@@ -98,6 +99,7 @@ type Connector struct {
 	applyMu       sync.Mutex
 	podsForbidden atomic.Bool
 	warnedPorts   atomic.Bool
+	warnedMDC     atomic.Bool
 }
 
 var (
@@ -451,6 +453,7 @@ func (c *Connector) Inventory(ctx context.Context) (connectors.Inventory, error)
 	}
 	settledGraph, _ := g.settled()
 	current := generationObserved(g.dgd)
+	mdc := c.mdcCapabilities(ctx, g)
 	for _, role := range []scaling.Component{scaling.Prefill, scaling.Decode} {
 		comp := g.roles.of(role)
 		if comp == nil {
@@ -468,8 +471,14 @@ func (c *Connector) Inventory(ctx context.Context) (connectors.Inventory, error)
 			expected = &e
 		}
 		var caps *scaling.EngineCapabilities
+		if m, ok := mdc[role]; ok {
+			caps = &m
+		}
 		if current && s.gpusPerEngine != nil && *s.gpusPerEngine > 0 {
-			caps = &scaling.EngineCapabilities{NumGPU: int(*s.gpusPerEngine)}
+			if caps == nil {
+				caps = &scaling.EngineCapabilities{}
+			}
+			caps.NumGPU = int(*s.gpusPerEngine)
 		}
 		if role == scaling.Prefill {
 			inv.ReadyPrefill, inv.ExpectedPrefill, inv.PrefillScalingInProgress, inv.Capabilities.Prefill = &ready, expected, !stable, caps

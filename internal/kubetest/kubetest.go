@@ -5,18 +5,29 @@
 package kubetest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	memory "k8s.io/client-go/discovery/cached"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -168,3 +179,73 @@ func (c *Cluster) Clientset(t testing.TB) kubernetes.Interface {
 
 // String describes the cluster.
 func (c *Cluster) String() string { return fmt.Sprintf("kube-apiserver at %s", c.Admin.Host) }
+
+// Objects decodes a multi-document YAML stream into objects (empty documents skipped).
+func Objects(t testing.TB, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	dec := yamlutil.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decode YAML: %v", err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: obj})
+	}
+}
+
+// Apply server-side applies objects as the admin, in namespace ns for namespaced kinds
+// (ServiceAccount subjects of role bindings included); with dryRun nothing is persisted, but
+// the API server validates and admits every object as it would for real.
+func (c *Cluster) Apply(t testing.TB, ns string, objs []*unstructured.Unstructured, dryRun bool) error {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Admin)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn := c.Dynamic(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		var res dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			obj.SetNamespace(ns)
+			res = dyn.Resource(m.Resource).Namespace(ns)
+			if gvk.Kind == "RoleBinding" {
+				subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
+				for _, s := range subjects {
+					if sm, ok := s.(map[string]any); ok && sm["kind"] == "ServiceAccount" && sm["namespace"] == nil {
+						sm["namespace"] = ns
+					}
+				}
+				_ = unstructured.SetNestedSlice(obj.Object, subjects, "subjects")
+			}
+		}
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		opts := metav1.PatchOptions{FieldManager: "kubetest", Force: ptr(true)}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		if _, err := res.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts); err != nil {
+			return fmt.Errorf("apply %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

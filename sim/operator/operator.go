@@ -63,6 +63,12 @@ type Options struct {
 	Engines *EngineOptions
 	// GPUsPerEngine is reported in status.components.<c>.gpusPerEngine (default 1).
 	GPUsPerEngine int
+	// Model, when set, makes the operator publish each engine component's model deployment
+	// card (a DynamoWorkerMetadata named <dgd>-<component>) with Limits, as Dynamo's workers
+	// do.
+	Model string
+	// Limits are the engines' limits the cards report (KV capacity in whole 64-token blocks).
+	Limits scaling.EngineCapabilities
 	// Interval is the reconcile period of Run (default 250 ms).
 	Interval time.Duration
 	// Logger receives the operator's logs (slog.Default when nil).
@@ -211,6 +217,11 @@ func (op *Operator) reconcile(ctx context.Context, dgd *unstructured.Unstructure
 				return err
 			}
 		}
+		if role, engine := roleOf(c.Type); engine && op.o.Model != "" {
+			if err := op.ensureCard(ctx, dgd, c, role); err != nil {
+				return err
+			}
+		}
 	}
 	return op.writeStatus(ctx, dgd, comps, desired, counts)
 }
@@ -248,6 +259,41 @@ func (op *Operator) ensureAdapter(ctx context.Context, dgd *unstructured.Unstruc
 		return 0, fmt.Errorf("scaling adapter %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// mdcBlockSize is the KV block size the published cards report.
+const mdcBlockSize = 64
+
+// ensureCard publishes a component's model deployment card once.
+func (op *Operator) ensureCard(ctx context.Context, dgd *unstructured.Unstructured, c k8sconn.Component, role scaling.Component) error {
+	name := strings.ToLower(dgd.GetName() + "-" + c.Name)
+	res := op.dyn.Resource(k8sconn.WorkerMetadataResource).Namespace(op.o.Namespace)
+	if _, err := res.Get(ctx, name, metav1.GetOptions{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("worker metadata %s: %w", name, err)
+	}
+	l := op.o.Limits
+	workerType := "decode"
+	if role == scaling.Prefill {
+		workerType = "prefill"
+	}
+	card := map[string]any{"display_name": op.o.Model, "worker_type": workerType, "kv_cache_block_size": int64(mdcBlockSize),
+		"runtime_config": map[string]any{"total_kv_blocks": l.MaxKVTokens / mdcBlockSize, "max_num_seqs": l.MaxNumSeqs,
+			"max_num_batched_tokens": l.MaxNumBatchedTokens, "context_length": l.ContextLength}}
+	yes := true
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoWorkerMetadata",
+		"metadata": map[string]any{"name": name, "namespace": op.o.Namespace},
+		"spec": map[string]any{"data": map[string]any{"model_cards": map[string]any{
+			c.Name + "/0": map[string]any{"type": "Model", "component": c.Name, "endpoint": "generate", "card_json": card}}}},
+	}}
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "nvidia.com/v1beta1", Kind: "DynamoGraphDeployment",
+		Name: dgd.GetName(), UID: dgd.GetUID(), Controller: &yes}})
+	if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("worker metadata %s: %w", name, err)
+	}
+	return nil
 }
 
 // adapterStatus writes an adapter's status (replicas and selector) when it changed.
