@@ -5,6 +5,7 @@ TOOLS := $(CURDIR)/.tools/bin
 STATICCHECK_VERSION := v0.8.2
 TEMPORAL_CLI_VERSION := v1.5.1
 WORKFLOWCHECK_VERSION := v0.6.0
+KUSTOMIZE_VERSION := v5.8.2
 TEMPORAL_DB ?= $(CURDIR)/.tools/temporal-dev.db
 TEMPORAL_PORT ?= 7233
 TEMPORAL_UI_PORT ?= 8233
@@ -28,7 +29,7 @@ deps: ## Install the Debian packages the build and tests need (libzmq3-dev, pkg-
 	@scripts/apt-deps
 
 .PHONY: test
-test: deps lint $(TOOLS)/temporal $(TOOLS)/kube-apiserver ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
+test: deps lint $(TOOLS)/temporal $(TOOLS)/kube-apiserver $(TOOLS)/kustomize ## Lint, then every test: unit, workflow, replay, and the integration and durability tests on a real Temporal dev server.
 	$(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: lint
@@ -82,13 +83,17 @@ temporal: $(TOOLS)/temporal ## Start a Temporal dev server on loopback (SQLite f
 temporal-cli: $(TOOLS)/temporal ## Build the temporal CLI (dev server) from the Go module proxy (about 6 minutes, once).
 
 .PHONY: tools
-tools: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck $(TOOLS)/temporal $(TOOLS)/kube-apiserver ## Build the developer tools into .tools/bin (git-ignored).
+tools: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck $(TOOLS)/temporal $(TOOLS)/kube-apiserver $(TOOLS)/kustomize ## Build the developer tools into .tools/bin (git-ignored).
 
 .PHONY: kube
 kube: $(TOOLS)/kube-apiserver ## Build kube-apiserver and etcd from the Go module proxy (about 4 minutes, once) for the Kubernetes tests.
 
 $(TOOLS)/kube-apiserver:
 	@scripts/build-kube $(TOOLS)
+
+$(TOOLS)/kustomize:
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 $(TOOLS)/staticcheck:
 	@mkdir -p $(TOOLS)

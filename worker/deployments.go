@@ -350,8 +350,18 @@ func (d *HostedDeployment) resolve(dir string, env config.LookupEnv) []error {
 	errs = append(errs, d.resolveConnector(path)...)
 	errs = append(errs, d.resolveTraffic(path)...)
 	errs = append(errs, d.resolveFPM()...)
-	if d.plannerConfig != nil && d.plannerConfig.Environment != config.Environment(d.Connector.Kind) && d.Connector.Kind != "" {
-		add("planner_config: environment %q, but the connector is %q: they must agree", d.plannerConfig.Environment, d.Connector.Kind)
+	if cfg := d.plannerConfig; cfg != nil {
+		if cfg.Environment != config.Environment(d.Connector.Kind) && d.Connector.Kind != "" {
+			add("planner_config: environment %q, but the connector is %q: they must agree", cfg.Environment, d.Connector.Kind)
+		}
+		if t := d.Traffic; t != nil && t.Scrape != nil {
+			// A traffic window is the tick's interval; the scrape history must cover half of it.
+			shortest := shortestWindow(cfg)
+			if shortest > 0 && t.Scrape.Interval > shortest/2 {
+				add("traffic.scrape.interval %s: at most half the planner's shortest traffic window (%s), or windows cannot be read",
+					t.Scrape.Interval, shortest)
+			}
+		}
 	}
 	return errs
 }
@@ -606,6 +616,22 @@ func (d *HostedDeployment) resolveFPM() []error {
 		add("fpm.discovery_interval %s: want 100ms to 10m", f.DiscoveryInterval)
 	}
 	return errs
+}
+
+// shortestWindow is the shortest traffic window a planner asks for: its load interval when
+// the load loop runs, its throughput interval when the throughput loop runs (0: none).
+func shortestWindow(cfg *config.Config) time.Duration {
+	var w time.Duration
+	for _, on := range []struct {
+		enabled bool
+		seconds float64
+	}{{cfg.EnableLoadScaling, float64(cfg.LoadAdjustmentIntervalSeconds)}, {cfg.EnableThroughputScaling, float64(cfg.ThroughputAdjustmentIntervalSeconds)}} {
+		d := time.Duration(on.seconds * float64(time.Second))
+		if on.enabled && d > 0 && (w == 0 || d < w) {
+			w = d
+		}
+	}
+	return w
 }
 
 // httpURL checks an http(s) URL with a host.

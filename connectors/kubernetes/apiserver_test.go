@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/llmplanner/planner/connectors"
@@ -57,6 +60,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("startup cancellation", testStartupCancellation)
 	t.Run("rbac", testRBAC)
 	t.Run("fpm endpoints", testFPMEndpoints)
+	t.Run("role grants exactly the calls", testRoleIsExact)
 }
 
 var nsCounter atomic.Int64
@@ -472,4 +476,90 @@ func testFPMEndpoints(t *testing.T) {
 		{Address: "tcp://10.0.0.3:20380", Component: "prefill"},
 		{Address: "tcp://10.0.0.4:20380", Component: "decode"},
 	}, eps, "pending, terminating and frontend pods are left out")
+}
+
+// apiCall is one API request as RBAC sees it.
+type apiCall struct{ group, resource, verb string }
+
+// callOf maps a request path and method to its RBAC verb, group and resource
+// ("/apis/g/v/namespaces/ns/res/name/sub" or "/api/v1/namespaces/ns/res").
+func callOf(t *testing.T, method, path string) apiCall {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	var group string
+	switch parts[0] {
+	case "api":
+		parts = parts[2:]
+	case "apis":
+		group, parts = parts[1], parts[3:]
+	default:
+		t.Fatalf("unexpected path %s", path)
+	}
+	require.Equal(t, "namespaces", parts[0], "namespaced calls only: %s", path)
+	parts = parts[2:]
+	c := apiCall{group: group, resource: parts[0]}
+	if len(parts) == 3 {
+		c.resource += "/" + parts[2]
+	}
+	switch {
+	case method == http.MethodGet && len(parts) == 1:
+		c.verb = "list"
+	case method == http.MethodGet:
+		c.verb = "get"
+	default:
+		c.verb = strings.ToLower(method)
+	}
+	return c
+}
+
+// testRoleIsExact drives every call of the connector (inventory with an adapter-owned and a
+// DGD-owned component, pods, model cards; a scale-up and a scale-down through both paths;
+// FPM endpoints) as the service account of deploy/base/rbac.yaml: none is refused, and the set
+// of calls is exactly the set the Role grants.
+func testRoleIsExact(t *testing.T) {
+	c := sharedCluster(t)
+	ns, op := newNamespace(t, c)
+	createDGD(t, c, ns, "llama", 1, 1)
+	reconcile(t, op)
+	rbac, err := os.ReadFile(filepath.Join(c.Root, "deploy", "base", "rbac.yaml"))
+	require.NoError(t, err)
+	objs := kubetest.Objects(t, rbac)
+	require.NoError(t, c.Apply(t, ns, objs, false))
+	saCfg, _ := c.ServiceAccount(t, ns, "planner")
+	rec := &recorder{}
+	k := newConnector(t, rec.wrap(saCfg), ns, "llama")
+	ctx := context.Background()
+	require.Eventually(t, func() bool { _, err := k.Inventory(ctx); return err == nil }, 10*time.Second, 50*time.Millisecond)
+	two, one := 2, 1
+	require.NoError(t, k.Apply(ctx, 1, connectors.Targets{Prefill: &two, Decode: &two}))
+	reconcile(t, op)
+	require.NoError(t, k.Apply(ctx, 2, connectors.Targets{Prefill: &one, Decode: &one}))
+	_, err = k.FPMEndpoints(ctx)
+	require.NoError(t, err)
+
+	called := map[apiCall]bool{}
+	rec.mu.Lock()
+	for _, r := range rec.requests {
+		f := strings.Fields(r)
+		require.NotEqual(t, "403", f[len(f)-1], "refused: %s", r)
+		called[callOf(t, f[0], f[1])] = true
+	}
+	rec.mu.Unlock()
+	granted := map[apiCall]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.Role
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role))
+		for _, rule := range role.Rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						granted[apiCall{g, res, v}] = true
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, granted, called, "the Role grants exactly what the connector calls")
 }

@@ -124,6 +124,8 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNamesGPUsPortsAndStateFile(t *testing.T) {
+	// The supervisor's secrets are not passed on; PATH is.
+	t.Setenv("TEMPORAL_API_KEY", "s3cret")
 	dir := t.TempDir()
 	cfg := config(t, dir)
 	cfg.Prefill.GPUsPerWorker = 2
@@ -137,6 +139,7 @@ func TestNamesGPUsPortsAndStateFile(t *testing.T) {
 	for i, w := range ws {
 		require.Equal(t, wantGPUs[i], w.GPUs, w.Name)
 		require.Contains(t, logOf(t, w), fmt.Sprintf("start name=%s pid=%d cuda=%s index=%d\n", w.Name, w.PID, joinInts(wantGPUs[i]), w.Index))
+		require.Contains(t, logOf(t, w), "env api_key=\"\" path_set=true\n", "only the allowlisted environment is inherited")
 		require.Equal(t, filepath.Join(dir, "logs", w.Name+".log"), w.LogFile)
 		require.Equal(t, "tcp://127.0.0.1:"+strconv.Itoa(w.FPMPort), w.FPMEndpoint())
 		require.Equal(t, "127.0.0.1:"+strconv.Itoa(w.HTTPPort), w.HTTPAddress())

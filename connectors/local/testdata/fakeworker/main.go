@@ -35,6 +35,7 @@ func main() {
 		}
 	}
 	fmt.Printf("start name=%s pid=%d cuda=%s index=%s\n", *name, os.Getpid(), os.Getenv("CUDA_VISIBLE_DEVICES"), os.Getenv("WORKER_INDEX"))
+	fmt.Printf("env api_key=%q path_set=%t\n", os.Getenv("TEMPORAL_API_KEY"), os.Getenv("PATH") != "")
 	if *withChild {
 		c := exec.Command(os.Args[0], "--sleep-only")
 		if err := c.Start(); err != nil {
