@@ -175,11 +175,10 @@ func resolve(comps []component, role scaling.Component, explicit string) (*compo
 
 // componentStatus is status.components.<name>.
 type componentStatus struct {
-	present                                                 bool
-	replicas, updated, ready, available                     *int64
-	gpusPerEngine, gpusPerReplica                           *int64
-	componentKind, runtimeComponentName, servedModelName    string
-	hasReplicas, hasUpdated, hasReadyOrAvailable, zeroCount bool
+	present                                              bool
+	replicas, updated, ready, available                  *int64
+	gpusPerEngine, gpusPerReplica                        *int64
+	componentKind, runtimeComponentName, servedModelName string
 }
 
 // statusOf reads status.components.<name> (v1alpha1: status.services.<name>).
