@@ -67,14 +67,14 @@ func OpenHosts(ctx context.Context, df *DeploymentsFile, o HostOptions) ([]*Host
 // OpenHost builds a deployment's connector (a local one starts its initial workers when its
 // state file is new, or adopts the recorded ones), its traffic source and its FPM subscriber,
 // and starts their background loops.
-func OpenHost(ctx context.Context, spec HostedDeployment, o HostOptions) (h *Host, err error) {
+func OpenHost(ctx context.Context, spec HostedDeployment, o HostOptions) (_ *Host, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
-	h = &Host{spec: spec, logger: o.Logger.With("deployment", spec.Deployment)}
+	h := &Host{spec: spec, logger: o.Logger.With("deployment", spec.Deployment)}
 	defer func() {
 		if err != nil {
 			_ = h.Close()
@@ -119,7 +119,7 @@ func (h *Host) openConnector(ctx context.Context) error {
 		cfg, initial := localConfig(h.spec, h.logger)
 		l, err := local.Open(cfg, initial)
 		if err != nil {
-			return fmt.Errorf("local connector: %w", err)
+			return err
 		}
 		h.local, h.connector = l, l
 	case ConnectorKubernetes:

@@ -31,6 +31,9 @@ type demoDeploymentsOptions struct {
 // localStateFile is the local connector's state file in the demo's output folder.
 const localStateFile = "local-state.json"
 
+// demoLocalNamespace is the local connector's namespace of demo/llama (<namespace>_<name>).
+const demoLocalNamespace = "demo_llama"
+
 // writeDemoDeployments writes the demo's deployments file and returns its path.
 func writeDemoDeployments(o demoDeploymentsOptions) (string, error) {
 	engineCmd := func(role string) []string {
@@ -78,7 +81,7 @@ func stopPreviousDemo(ctx context.Context, out string) error {
 		return nil
 	}
 	zero := 0
-	cfg := local.Config{Namespace: "demo_previous", StateFile: stateFile, GPUs: []int{0},
+	cfg := local.Config{Namespace: demoLocalNamespace, StateFile: stateFile, GPUs: []int{0},
 		Prefill: local.ComponentConfig{Command: []string{"true"}}, Decode: local.ComponentConfig{Command: []string{"true"}}}
 	old, err := local.Open(cfg, connectors.Targets{Prefill: &zero, Decode: &zero})
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/connectors/local"
 	"github.com/llmplanner/planner/internal/temporaltest"
 )
 
@@ -111,4 +113,28 @@ func readFile(t *testing.T, path string) string {
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(data)
+}
+
+// TestStopPreviousDemo: the engines a previous demo left in its folder are stopped and its
+// state file removed (the worker's local connector for demo/llama wrote it).
+func TestStopPreviousDemo(t *testing.T) {
+	out := t.TempDir()
+	sleep, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	one := 1
+	l, err := local.Open(local.Config{Namespace: demoLocalNamespace, StateFile: filepath.Join(out, localStateFile), GPUs: []int{0, 1},
+		Prefill: local.ComponentConfig{Command: []string{sleep, "600"}}, Decode: local.ComponentConfig{Command: []string{sleep, "600"}}},
+		connectors.Targets{Prefill: &one, Decode: &one})
+	require.NoError(t, err)
+	pids := []int{}
+	for _, w := range l.Workers() {
+		pids = append(pids, w.PID)
+	}
+	require.Len(t, pids, 2)
+	require.NoError(t, l.Close(), "the previous demo's worker is gone; its engines run on")
+	require.NoError(t, stopPreviousDemo(context.Background(), out))
+	require.NoFileExists(t, filepath.Join(out, localStateFile))
+	for _, pid := range pids {
+		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "engine %d stopped", pid)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/worker"
@@ -32,6 +33,7 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	taskQueue := fs.String("task-queue", workflows.TaskQueue, "task queue to poll")
 	deployments := fs.String("deployments", os.Getenv("PLANNER_DEPLOYMENTS"), "deployments file: the deployments this worker hosts (connector, traffic, FPM); default $PLANNER_DEPLOYMENTS")
 	noStart := fs.Bool("no-start", false, "do not start the planners of the deployments that name a planner_config (start them with planner start)")
+	stopOnExit := fs.Bool("stop-on-exit", false, "stop the local deployments' worker processes when the worker exits (default: they keep running and the next worker adopts them)")
 	metricsAddr := fs.String("metrics-address", "127.0.0.1:9464", `serve /metrics and /healthz here ("" to disable)`)
 	journal := fs.String("noop-journal-dir", "", "journal the noop connector's recorded decisions here, one file per deployment")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -82,7 +84,15 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		defer func() {
 			for _, h := range hosts {
-				_ = h.Close()
+				if !*stopOnExit {
+					_ = h.Close()
+					continue
+				}
+				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				if err := h.StopDeployment(sctx); err != nil {
+					logger.Error("stopping a local deployment", "deployment", h.Spec().Deployment, "error", err)
+				}
+				cancel()
 			}
 		}()
 	}

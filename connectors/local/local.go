@@ -58,6 +58,30 @@ type Local struct {
 	stop      chan struct{}
 	loopDone  chan struct{}
 	closeOnce sync.Once
+	// lock holds the state file's lock (<state file>.lock) while this supervisor is open.
+	lock *os.File
+}
+
+// lockState takes the exclusive lock of a state file: one supervisor per deployment, or two
+// would start and stop the same workers.
+func lockState(stateFile string) (*os.File, error) {
+	path := stateFile + ".lock"
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("local connector: lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("local connector: %s is supervised by another process (pid %s): one worker hosts a local deployment",
+				stateFile, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("local connector: lock %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
 }
 
 var (
@@ -87,6 +111,17 @@ func Open(cfg Config, initial connectors.Targets) (*Local, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.StateFile), 0o755); err != nil {
 		return nil, fmt.Errorf("local connector: state folder: %w", err)
 	}
+	lock, err := lockState(cfg.StateFile)
+	if err != nil {
+		return nil, err
+	}
+	l.lock = lock
+	opened := false
+	defer func() {
+		if !opened {
+			_ = l.lock.Close()
+		}
+	}()
 	st, found, err := readState(cfg.StateFile)
 	if err != nil {
 		return nil, fmt.Errorf("local connector: %w", err)
@@ -121,6 +156,7 @@ func Open(cfg Config, initial connectors.Targets) (*Local, error) {
 		}
 		return nil, fmt.Errorf("local connector: %w", err)
 	}
+	opened = true
 	go l.loop()
 	return l, nil
 }
@@ -740,6 +776,9 @@ func (l *Local) Close() error {
 		l.mu.Unlock()
 		close(l.stop)
 		<-l.loopDone
+		if l.lock != nil {
+			_ = l.lock.Close()
+		}
 	})
 	return nil
 }

@@ -568,3 +568,15 @@ func TestProcStat(t *testing.T) {
 	_, err = readProcStat(1 << 30)
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+func TestOneSupervisorPerStateFile(t *testing.T) {
+	cfg := config(t, t.TempDir())
+	l := open(t, cfg, connectors.Targets{Decode: n(1)})
+	_, err := Open(cfg, connectors.Targets{Decode: n(1)})
+	require.ErrorContains(t, err, fmt.Sprintf("is supervised by another process (pid %d)", os.Getpid()))
+	require.Len(t, l.Workers(), 1, "the refused supervisor started nothing")
+	require.NoError(t, l.Close())
+	l2, err := Open(cfg, connectors.Targets{Decode: n(1)})
+	require.NoError(t, err, "closing releases the state file")
+	require.NoError(t, l2.Close())
+}
