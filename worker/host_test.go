@@ -68,7 +68,9 @@ deployments:
 `)
 	_, err := OpenHost(context.Background(), spec, HostOptions{LookupEnv: noEnv})
 	require.ErrorContains(t, err, "traffic.prometheus.token_env: PLANNER_TEST_PROM_TOKEN is not set in the worker's environment")
-	env := func(k string) (string, bool) { return map[string]string{"PLANNER_TEST_PROM_TOKEN": "tok"}[k], k == "PLANNER_TEST_PROM_TOKEN" }
+	env := func(k string) (string, bool) {
+		return map[string]string{"PLANNER_TEST_PROM_TOKEN": "tok"}[k], k == "PLANNER_TEST_PROM_TOKEN"
+	}
 	h, err := OpenHost(context.Background(), spec, HostOptions{LookupEnv: env})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
