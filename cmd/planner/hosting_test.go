@@ -115,19 +115,7 @@ deployments:
       scrape: {url: %q, interval: 500ms}
 `, cluster.AdminKubeconfig, fake, fpmAddr, frontend.URL+"/metrics")), 0o644))
 
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	workerDone := make(chan int, 1)
-	go func() {
-		workerDone <- run(ctx, []string{"worker", "--deployments", deployments, "--metrics-address", "", "--log-level", "info"}, io.Discard, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		require.Equal(t, 0, <-workerDone, "the worker stops cleanly")
-		if t.Failed() {
-			t.Logf("worker log:\n%s", logs.String())
-		}
-	})
+	logs := runWorkerInProcess(t, "--deployments", deployments, "--metrics-address", "", "--log-level", "info")
 
 	state := func(ns, name string) workflows.StateView {
 		return queryState(t, srv, workflows.Deployment{Namespace: ns, Name: name}.WorkflowID())

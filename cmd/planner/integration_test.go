@@ -55,6 +55,24 @@ func temporalCLI(t *testing.T, srv *temporaltest.Server, args ...string) (string
 	return string(out), err
 }
 
+// runWorkerInProcess runs `planner worker` with args in this process until the test ends
+// (it must then stop cleanly) and returns its log, printed when the test failed.
+func runWorkerInProcess(t *testing.T, args ...string) *syncBuffer {
+	t.Helper()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	workerDone := make(chan int, 1)
+	go func() { workerDone <- run(ctx, append([]string{"worker"}, args...), io.Discard, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		require.Equal(t, 0, <-workerDone, "the worker stops cleanly: %s", logs.String())
+		if t.Failed() {
+			t.Logf("worker log:\n%s", logs.String())
+		}
+	})
+	return logs
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -76,17 +94,8 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 	t.Setenv("TEMPORAL_PROFILE", "")
 
 	metricsAddr := freeAddr(t)
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	workerDone := make(chan int, 1)
-	go func() {
-		workerDone <- run(ctx, []string{"worker", "--metrics-address", metricsAddr, "--observations", "testdata/kv-script.json",
-			"--noop-journal-dir", t.TempDir(), "--log-level", "warn"}, io.Discard, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		require.Equal(t, 0, <-workerDone, "the worker stops cleanly: %s", logs.String())
-	})
+	runWorkerInProcess(t, "--metrics-address", metricsAddr, "--observations", "testdata/kv-script.json",
+		"--noop-journal-dir", t.TempDir(), "--log-level", "warn")
 
 	start := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -149,19 +148,7 @@ deployments:
 
 	// Wait for the initial engines, then run the worker.
 	waitFor(t, 90*time.Second, "the initial engines are ready", func() bool { return tl.readyPrefill() == 1 && tl.readyDecode() == 1 })
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	workerDone := make(chan int, 1)
-	go func() {
-		workerDone <- run(ctx, []string{"worker", "--deployments", deployments, "--metrics-address", "", "--log-level", "info"}, io.Discard, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		require.Equal(t, 0, <-workerDone, "the worker stops cleanly")
-		if t.Failed() {
-			t.Logf("worker log:\n%s", logs.String())
-		}
-	})
+	logs := runWorkerInProcess(t, "--deployments", deployments, "--metrics-address", "", "--log-level", "info")
 	id := workflows.Deployment{Namespace: ns, Name: "llama"}.WorkflowID()
 	waitFor(t, 30*time.Second, "the worker starts the planner", func() bool { return strings.Contains(logs.String(), "planner started") })
 
