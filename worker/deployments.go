@@ -310,7 +310,11 @@ func ParseDeployments(data []byte, dir string, env config.LookupEnv) (*Deploymen
 	return &df, nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	envNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dnsSubdomainRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+)
 
 // resolve checks one deployment, fills its defaults and resolves its paths.
 func (d *HostedDeployment) resolve(dir string, env config.LookupEnv) []error {
@@ -433,6 +437,12 @@ func (d *HostedDeployment) resolveConnector(path func(*string)) []error {
 		}
 		if k.DGD == "" {
 			k.DGD = d.id.Name
+		}
+		if !dnsLabelRE.MatchString(k.Namespace) || len(k.Namespace) > 63 {
+			add("connector.kubernetes.namespace %q: not a Kubernetes namespace name (lower-case letters, digits and '-', at most 63)", k.Namespace)
+		}
+		if !dnsSubdomainRE.MatchString(k.DGD) || len(k.DGD) > 253 {
+			add("connector.kubernetes.dgd %q: not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253)", k.DGD)
 		}
 		path(&k.Kubeconfig)
 	case ConnectorLocal:

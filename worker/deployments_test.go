@@ -90,6 +90,8 @@ func TestParseDeploymentsRefusesBadInput(t *testing.T) {
 		{"slash in name", "deployments:\n  - deployment: a/b/c\n    connector: {kind: noop}\n", []string{`must not contain '/'`}},
 		{"duplicate", "deployments:\n  - {deployment: a/b, connector: {kind: noop}}\n  - {deployment: a/b, connector: {kind: noop}}\n",
 			[]string{"deployments[1].deployment: a/b is also deployments[0]"}},
+		{"kubernetes names", "deployments:\n  - {deployment: Prod/Llama_1, connector: {kind: kubernetes}}\n",
+			[]string{`connector.kubernetes.namespace "Prod": not a Kubernetes namespace name`, `connector.kubernetes.dgd "Llama_1": not a Kubernetes object name`}},
 		{"unknown kind", "deployments:\n  - {deployment: a/b, connector: {kind: slurm}}\n", []string{`connector.kind "slurm": want kubernetes, local, virtual or noop`}},
 		{"no kind", "deployments:\n  - {deployment: a/b}\n", []string{"connector.kind: required"}},
 		{"local without its settings", "deployments:\n  - {deployment: a/b, connector: {kind: local}}\n", []string{"connector.local: required for kind local"}},
