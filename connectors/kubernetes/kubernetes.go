@@ -451,8 +451,12 @@ func (c *Connector) Inventory(ctx context.Context) (connectors.Inventory, error)
 	if inv.AppliedDecisionID, _, err = appliedDecisionID(g.dgd); err != nil {
 		return connectors.Inventory{}, fmt.Errorf("%s: %w", c.what(), err)
 	}
-	settledGraph, _ := g.settled()
 	current := generationObserved(g.dgd)
+	rolling := false
+	switch rolloutPhase(g.dgd) {
+	case "Pending", "InProgress", "Failed":
+		rolling = true
+	}
 	mdc := c.mdcCapabilities(ctx, g)
 	for _, role := range []scaling.Component{scaling.Prefill, scaling.Decode} {
 		comp := g.roles.of(role)
@@ -461,10 +465,9 @@ func (c *Connector) Inventory(ctx context.Context) (connectors.Inventory, error)
 		}
 		s := statusOf(g.dgd, comp.name)
 		ready := int(s.serving())
-		stable := g.stable(comp.name) && current && (settledGraph || g.pods.terminating[comp.name] == 0)
-		if p := rolloutPhase(g.dgd); p == "Pending" || p == "InProgress" || p == "Failed" {
-			stable = false
-		}
+		// Stable: desired == updated == ready and no pod terminating, on a current status,
+		// outside a rollout (which makes every count transient).
+		stable := g.stable(comp.name) && current && !rolling
 		var expected *int
 		if stable {
 			e := ready
