@@ -246,6 +246,8 @@ func (a *Activities) Apply(ctx context.Context, req workflows.ApplyRequest) erro
 		return nonRetryable(workflows.ErrTypeStaleDecision, err)
 	case errors.Is(err, connectors.ErrInvalidTargets):
 		return nonRetryable(workflows.ErrTypeInvalidTargets, err)
+	case errors.Is(err, connectors.ErrNotReady):
+		return nonRetryable(workflows.ErrTypeNotReady, err)
 	case err != nil:
 		return temporal.NewApplicationError(err.Error(), workflows.ErrTypeUnavailable)
 	}
@@ -255,19 +257,20 @@ func (a *Activities) Apply(ctx context.Context, req workflows.ApplyRequest) erro
 	return nil
 }
 
-// connector returns the connector of a deployment: the one this worker hosts for it (local),
-// else the advisory (noop) connector. Virtual lives in the workflow itself; kubernetes
-// arrives with its issue.
+// connector returns the connector of a deployment: the one this worker hosts for it
+// (kubernetes, local), else the advisory (noop) connector. Virtual lives in the workflow
+// itself.
 func (a *Activities) connector(d workflows.Deployment, env config.Environment, prefill, decode int) (connectors.Connector, error) {
 	if h, ok := a.hostedFor(d); ok && h.Connector != nil {
 		return h.Connector, nil
 	}
-	if env == config.EnvLocal {
-		return nil, temporal.NewApplicationError(fmt.Sprintf("this worker does not host deployment %s (environment local): "+
-			"start the planner with --host-task-queue naming the worker that runs its processes", d.WorkflowID()), workflows.ErrTypeUnavailable)
+	if env == config.EnvLocal || env == config.EnvKubernetes {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("this worker does not host deployment %s (environment %s): "+
+			"list it in the deployments file of a worker (planner worker --deployments FILE), whose host task queue the planner uses",
+			d.WorkflowID(), env), workflows.ErrTypeUnavailable)
 	}
 	if env != config.EnvNoop {
-		return nil, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("environment %q has no connector in this worker (supported: noop, local when hosted; virtual runs in the workflow)", env))
+		return nil, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("environment %q has no connector in this worker (supported: noop; kubernetes and local when hosted; virtual runs in the workflow)", env))
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

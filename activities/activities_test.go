@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,7 +42,7 @@ func TestApplyErrorsAreTyped(t *testing.T) {
 	}{
 		{"stale", req(2, &two, config.EnvNoop), workflows.ErrTypeStaleDecision, "decision 2, newest 3"},
 		{"invalid", req(4, &minus, config.EnvNoop), workflows.ErrTypeInvalidTargets, "decode target -1 is negative"},
-		{"no connector", req(4, &two, config.EnvKubernetes), workflows.ErrTypeBadConfig, `environment "kubernetes" has no connector in this worker`},
+		{"no connector", req(4, &two, config.EnvGlobalPlanner), workflows.ErrTypeBadConfig, `environment "global-planner" has no connector in this worker`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +56,31 @@ func TestApplyErrorsAreTyped(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(a.NoopJournalDir, "planner_ns_x.jsonl"))
 	require.NoError(t, err)
 	require.Equal(t, `{"decision_id":3,"targets":{"decode":2}}`+"\n", string(data))
+}
+
+// notReady is a hosted connector that cannot take a change now.
+type notReady struct{ connectors.Connector }
+
+func (notReady) Apply(context.Context, int64, connectors.Targets) error {
+	return fmt.Errorf("%w: a rollout is in progress", connectors.ErrNotReady)
+}
+
+func TestApplyHeldAndUnhostedErrors(t *testing.T) {
+	a := &Activities{}
+	ctx := context.Background()
+	dep := workflows.Deployment{Namespace: "ns", Name: "k"}
+	two := 2
+	req := workflows.ApplyRequest{Deployment: dep, Environment: config.EnvKubernetes, DecisionID: 1, Targets: connectors.Targets{Decode: &two}}
+	ae := applicationError(t, a.Apply(ctx, req))
+	require.Equal(t, workflows.ErrTypeUnavailable, ae.Type(), "not hosted (yet): retryable")
+	require.False(t, ae.NonRetryable())
+	require.Contains(t, ae.Error(), "this worker does not host deployment planner/ns/k (environment kubernetes)")
+
+	a.Host(dep, Hosted{Connector: notReady{}})
+	ae = applicationError(t, a.Apply(ctx, req))
+	require.Equal(t, workflows.ErrTypeNotReady, ae.Type())
+	require.True(t, ae.NonRetryable(), "held: not retried within the tick, decided again on the next")
+	require.Contains(t, ae.Error(), "a rollout is in progress")
 }
 
 func TestUnreadableJournalIsRetryable(t *testing.T) {

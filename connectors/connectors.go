@@ -89,6 +89,11 @@ var ErrStaleDecision = errors.New("stale decision: a newer decision was already 
 // ErrInvalidTargets is returned by Apply for targets no deployment can take.
 var ErrInvalidTargets = errors.New("invalid targets")
 
+// ErrNotReady is returned by Apply when the deployment cannot take a change now (a rollout,
+// terminating pods, not Ready): the decision is held, not forced, and the planner decides
+// again on a later tick.
+var ErrNotReady = errors.New("deployment not ready")
+
 // Endpoint is where one engine publishes its Forward Pass Metrics.
 type Endpoint struct {
 	// Address is the ZeroMQ address (tcp://host:port).

@@ -164,7 +164,8 @@ type LocalComponentSpec struct {
 	// GPUsPerWorker is the GPUs each worker gets (default 1).
 	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
 	// Env adds environment variables (templates). The worker's own environment is not
-	// passed on except PATH, HOME, LANG, TZ and TMPDIR.
+	// passed on except local.InheritedEnv (PATH, HOME, USER, LANG, LC_ALL, TZ, TMPDIR,
+	// LD_LIBRARY_PATH).
 	Env map[string]string `yaml:"env,omitempty"`
 	// ReadyURL answers 200 when a worker is ready (template; empty: ready once running).
 	ReadyURL string `yaml:"ready_url,omitempty"`
@@ -290,19 +291,29 @@ func ParseDeployments(data []byte, dir string, env config.LookupEnv) (*Deploymen
 		return nil, errors.Join(errs...)
 	}
 	seen := map[string]int{}
+	// Two entries must not drive one target: two planners would fight over its replicas.
+	once := func(i int, key, what string) {
+		if j, dup := seen[key]; dup {
+			add("deployments[%d]: %s is also deployments[%d]'s", i, what, j)
+			return
+		}
+		seen[key] = i
+	}
 	for i := range df.Deployments {
 		d := &df.Deployments[i]
 		at := fmt.Sprintf("deployments[%d]", i)
 		for _, err := range d.resolve(dir, env) {
 			add("%s: %w", at, err)
 		}
-		if d.Deployment == "" {
-			continue
+		if d.Deployment != "" {
+			once(i, "deployment "+d.Deployment, "deployment "+d.Deployment)
 		}
-		if j, dup := seen[d.Deployment]; dup {
-			add("%s.deployment: %s is also deployments[%d]", at, d.Deployment, j)
+		if k := d.Connector.Kubernetes; k != nil && d.Connector.Kind == ConnectorKubernetes {
+			once(i, "dgd "+k.Kubeconfig+"|"+k.Context+"|"+k.Namespace+"/"+k.DGD, "DynamoGraphDeployment "+k.Namespace+"/"+k.DGD)
 		}
-		seen[d.Deployment] = i
+		if l := d.Connector.Local; l != nil && l.StateFile != "" {
+			once(i, "state "+l.StateFile, "local state file "+l.StateFile)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -89,7 +89,12 @@ func TestParseDeploymentsRefusesBadInput(t *testing.T) {
 		{"bad name", "deployments:\n  - deployment: ab\n    connector: {kind: noop}\n", []string{`deployment "ab": want <namespace>/<name>`}},
 		{"slash in name", "deployments:\n  - deployment: a/b/c\n    connector: {kind: noop}\n", []string{`must not contain '/'`}},
 		{"duplicate", "deployments:\n  - {deployment: a/b, connector: {kind: noop}}\n  - {deployment: a/b, connector: {kind: noop}}\n",
-			[]string{"deployments[1].deployment: a/b is also deployments[0]"}},
+			[]string{"deployments[1]: deployment a/b is also deployments[0]'s"}},
+		{"one DGD twice", "deployments:\n  - {deployment: a/b, connector: {kind: kubernetes}}\n  - {deployment: x/y, connector: {kind: kubernetes, kubernetes: {namespace: a, dgd: b}}}\n",
+			[]string{"deployments[1]: DynamoGraphDeployment a/b is also deployments[0]'s"}},
+		{"one state file twice", "deployments:\n  - {deployment: a/b, connector: {kind: local, local: {state_file: s.json, gpus: [0], decode: {command: [x]}}}}\n" +
+			"  - {deployment: a/c, connector: {kind: local, local: {state_file: ./s.json, gpus: [1], decode: {command: [x]}}}}\n",
+			[]string{"deployments[1]: local state file"}},
 		{"kubernetes names", "deployments:\n  - {deployment: Prod/Llama_1, connector: {kind: kubernetes}}\n",
 			[]string{`connector.kubernetes.namespace "Prod": not a Kubernetes namespace name`, `connector.kubernetes.dgd "Llama_1": not a Kubernetes object name`}},
 		{"unknown kind", "deployments:\n  - {deployment: a/b, connector: {kind: slurm}}\n", []string{`connector.kind "slurm": want kubernetes, local, virtual or noop`}},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -340,10 +341,19 @@ func (h *Host) trafficKind() string {
 	case h.spec.Traffic == nil:
 		return "none"
 	case h.spec.Traffic.Prometheus != nil:
-		return "prometheus " + h.spec.Traffic.Prometheus.URL
+		return "prometheus " + redacted(h.spec.Traffic.Prometheus.URL)
 	default:
-		return "scrape " + h.spec.Traffic.Scrape.URL
+		return "scrape " + redacted(h.spec.Traffic.Scrape.URL)
 	}
+}
+
+// redacted hides a URL's password, for logs.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 func (h *Host) fpmKind() string {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -83,17 +84,10 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	res := StartResult{WorkflowID: d.WorkflowID()}
 	// Secrets stay on the worker: the workflow's input, history and config query are
 	// readable by anyone who can read the namespace.
-	if cfg.MetricPullingPrometheusToken != nil {
-		cfg.MetricPullingPrometheusToken = nil
-		res.Notes = append(res.Notes, "metric_pulling_prometheus_token (or PROMETHEUS_TOKEN) is not sent to the planner workflow: "+
-			"secrets stay on the worker; give the token in the deployments file (traffic.prometheus.token_file or token_env)")
-	}
-	host, note, err := pickHostQueue(ctx, c, d, cfg.Environment, o.HostTaskQueue)
+	res.Notes = append(res.Notes, withoutSecrets(&cfg)...)
+	host, polled, note, err := pickHostQueue(ctx, c, d, cfg.Environment, o.HostTaskQueue)
 	if err != nil {
 		return StartResult{}, err
-	}
-	if note != "" {
-		res.Notes = append(res.Notes, note)
 	}
 	res.HostTaskQueue = host
 	res.InitialPrefill, res.InitialDecode = o.InitialPrefill, o.InitialDecode
@@ -113,6 +107,18 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	if desc, err := c.DescribeWorkflowExecution(ctx, d.WorkflowID(), ""); err == nil &&
 		desc.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		running = true
+	}
+	// A running planner moves to another host task queue only when asked, or to its own
+	// deployment's queue when a worker polls it: a worker that is restarting right now must not
+	// cost the planner its host.
+	hostUpdate := &host
+	if running && o.HostTaskQueue == "" && !polled {
+		hostUpdate = nil
+		res.HostTaskQueue = ""
+		note = fmt.Sprintf("no worker polls %s now: the running planner keeps its host task queue", workflows.HostTaskQueue(d))
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 	summary := o.Summary
 	if summary == "" {
@@ -146,7 +152,7 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: startOp,
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdateConfig,
-			Args:         []any{workflows.ConfigRequest{Config: cfg, HostTaskQueue: &host}},
+			Args:         []any{workflows.ConfigRequest{Config: cfg, HostTaskQueue: hostUpdate}},
 			WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
 	if err != nil {
@@ -164,38 +170,62 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	return res, nil
 }
 
-// pickHostQueue resolves StartOptions.HostTaskQueue; the note says what was picked and why
-// when it was not asked for.
-func pickHostQueue(ctx context.Context, c client.Client, d workflows.Deployment, env config.Environment, asked string) (string, string, error) {
+// withoutSecrets removes from a planner config what may carry credentials and what the
+// workflow never uses (the worker reads Prometheus with the deployments file's settings):
+// the bearer token, extra query parameters (API keys travel there too) and a password in the
+// endpoint URL. It returns a note for each removal.
+func withoutSecrets(cfg *config.Config) []string {
+	var notes []string
+	const where = "secrets stay on the worker: give them in the deployments file (traffic.prometheus: token_file, token_env, extra_query_params)"
+	if cfg.MetricPullingPrometheusToken != nil {
+		cfg.MetricPullingPrometheusToken = nil
+		notes = append(notes, "metric_pulling_prometheus_token (or PROMETHEUS_TOKEN) is not sent to the planner workflow; "+where)
+	}
+	if len(cfg.MetricPullingPrometheusExtraQueryParams) > 0 {
+		cfg.MetricPullingPrometheusExtraQueryParams = nil
+		notes = append(notes, "metric_pulling_prometheus_extra_query_params is not sent to the planner workflow; "+where)
+	}
+	if u, err := url.Parse(cfg.MetricPullingPrometheusEndpoint); err == nil && u.User != nil {
+		u.User = nil
+		cfg.MetricPullingPrometheusEndpoint = u.String()
+		notes = append(notes, "the credentials in metric_pulling_prometheus_endpoint are not sent to the planner workflow; "+where)
+	}
+	return notes
+}
+
+// pickHostQueue resolves StartOptions.HostTaskQueue: the queue, whether a worker polls the
+// deployment's own queue now, and a note saying what was picked and why when it was not asked
+// for.
+func pickHostQueue(ctx context.Context, c client.Client, d workflows.Deployment, env config.Environment, asked string) (string, bool, string, error) {
 	own := workflows.HostTaskQueue(d)
 	needsHost := env == config.EnvLocal || env == config.EnvKubernetes
 	switch asked {
 	case NoHost:
 		if needsHost {
-			return "", "", fmt.Errorf("environment %s needs a worker hosting the deployment: it cannot start without a host task queue", env)
+			return "", false, "", fmt.Errorf("environment %s needs a worker hosting the deployment: it cannot start without a host task queue", env)
 		}
-		return "", "", nil
+		return "", false, "", nil
 	case "":
 	default:
-		return asked, "", nil
+		return asked, true, "", nil
 	}
 	polled, err := hostPolled(ctx, c, own)
 	if needsHost {
 		if err == nil && !polled {
-			return own, fmt.Sprintf("no worker polls %s yet: the planner holds until a worker hosting %s/%s (planner worker --deployments FILE) runs",
+			return own, false, fmt.Sprintf("no worker polls %s yet: the planner holds until a worker hosting %s/%s (planner worker --deployments FILE) runs",
 				own, d.Namespace, d.Name), nil
 		}
-		return own, "", nil
+		return own, polled, "", nil
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("cannot tell whether a worker hosts %s/%s (describe task queue %s: %w); pass --host-task-queue %s or %s",
+		return "", false, "", fmt.Errorf("cannot tell whether a worker hosts %s/%s (describe task queue %s: %w); pass --host-task-queue %s or %s",
 			d.Namespace, d.Name, own, err, own, NoHost)
 	}
 	if !polled {
-		return "", fmt.Sprintf("no worker hosts %s/%s (nobody polls %s): the planner gets no traffic or FPM observations and holds; "+
+		return "", false, fmt.Sprintf("no worker hosts %s/%s (nobody polls %s): the planner gets no traffic or FPM observations and holds; "+
 			"add the deployment to a worker's deployments file, then run planner start again", d.Namespace, d.Name, own), nil
 	}
-	return own, "", nil
+	return own, true, "", nil
 }
 
 // hostPolled reports whether a worker polls the host task queue for activities.

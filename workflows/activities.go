@@ -32,6 +32,9 @@ const (
 	ErrTypeBadConfig      = "BadConfig"      // non-retryable
 	ErrTypeBadState       = "BadState"       // non-retryable
 	ErrTypeUnavailable    = "Unavailable"    // retryable: the source or connector is unreachable
+	// ErrTypeNotReady is a change the deployment cannot take now (held; the error itself is
+	// marked non-retryable, the next tick decides again).
+	ErrTypeNotReady = "NotReady"
 	// ErrTypeInvalidRequest is an update refused by its validator (never in history).
 	ErrTypeInvalidRequest = "InvalidRequest"
 )

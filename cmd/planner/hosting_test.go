@@ -55,8 +55,9 @@ spec:
 	op, err := operator.New(operator.Options{Config: cluster.Admin, Namespace: "kinds", Logger: quietLogger()})
 	require.NoError(t, err)
 	opCtx, stopOp := context.WithCancel(context.Background())
-	t.Cleanup(stopOp)
-	go func() { _ = op.Run(opCtx) }()
+	opDone := make(chan struct{})
+	go func() { defer close(opDone); _ = op.Run(opCtx) }()
+	t.Cleanup(func() { stopOp(); <-opDone })
 
 	// Local: the supervisor's worker process.
 	fake := filepath.Join(dir, "fakeworker")
@@ -115,7 +116,7 @@ deployments:
       scrape: {url: %q, interval: 500ms}
 `, cluster.AdminKubeconfig, fake, fpmAddr, frontend.URL+"/metrics")), 0o644))
 
-	logs := runWorkerInProcess(t, "--deployments", deployments, "--metrics-address", "", "--log-level", "info")
+	logs := runWorkerInProcess(t, "--deployments", deployments, "--metrics-address", "", "--log-level", "info", "--stop-on-exit")
 
 	state := func(ns, name string) workflows.StateView {
 		return queryState(t, srv, workflows.Deployment{Namespace: ns, Name: name}.WorkflowID())

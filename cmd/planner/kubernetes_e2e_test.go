@@ -171,19 +171,25 @@ deployments:
 	waitFor(t, 120*time.Second, "prefill back at one ready engine after the load", func() bool {
 		return tl.adapter() == 1 && tl.readyPrefill() == 1
 	})
-	st := queryState(t, srv, id)
+	// The workflow marks the decision done on its next tick, when it reads the ready count.
+	var st workflows.StateView
 	up, down := 0, 0
-	for _, d := range st.Decisions {
-		if d.Targets.Prefill == nil {
-			continue
+	waitFor(t, 30*time.Second, "the decision back to one prefill is done in the planner's state", func() bool {
+		st = queryState(t, srv, id)
+		up, down = 0, 0
+		for _, d := range st.Decisions {
+			if d.Targets.Prefill == nil {
+				continue
+			}
+			if *d.Targets.Prefill > 1 {
+				up++
+			}
+			if d.Status == workflows.StatusDone && *d.Targets.Prefill == 1 {
+				down++
+			}
 		}
-		if *d.Targets.Prefill > 1 {
-			up++
-		}
-		if d.Status == workflows.StatusDone && *d.Targets.Prefill == 1 {
-			down++
-		}
-	}
+		return down > 0
+	})
 	require.Positive(t, up, "decisions to scale prefill up are in the workflow's state")
 	require.Positive(t, down, "a decision back to one prefill is done")
 	t.Logf("timeline (decision → patch → ready), seconds from the first decision:\n%s", tl.report(st.Decisions))

@@ -21,9 +21,11 @@
 //     terminating pods), else unknown and "scaling in progress". The GPU shape comes from
 //     status.components.<c>.gpusPerEngine when the status is current; the engines' limits
 //     from the workers' model cards (DynamoWorkerMetadata).
-//   - The newest decision applied is recorded in the DGD's annotation
-//     planner.llmplanner.io/decision-id: the same decision again changes nothing, an older one
-//     is refused.
+//   - Each decision is claimed in the DGD's annotation planner.llmplanner.io/decision-id, in
+//     the same resourceVersion-tested patch as the DGD-owned components, before any adapter is
+//     written; an adapter is written only while its decision's claim holds. An older decision
+//     is refused; the same decision again converges to its targets (nothing to write when it
+//     is complete), so a retry finishes a decision a crash interrupted.
 //   - A 403 on listing pods degrades (no pod checks, no startup cancellation, no FPM
 //     discovery) with one warning; a 403 on the DGD is an error that says which permission is
 //     missing.
@@ -67,9 +69,9 @@ const FieldManager = "planner"
 // conflictRetries is how many times Apply reads the DGD again after a conflicting write.
 const conflictRetries = 3
 
-// ErrNotReady is returned by Apply when the deployment cannot take a scaling now (a rollout,
-// terminating pods, the DGD not Ready): the decision is held and retried, never forced.
-var ErrNotReady = errors.New("deployment not ready")
+// ErrNotReady is connectors.ErrNotReady: the DGD cannot take a scaling now (a rollout,
+// terminating pods, not Ready); the decision is held, never forced.
+var ErrNotReady = connectors.ErrNotReady
 
 // ErrForbidden wraps a 403 from the API server: the planner's identity lacks a permission.
 var ErrForbidden = errors.New("forbidden")
@@ -562,12 +564,12 @@ func (c *Connector) apply(ctx context.Context, decisionID int64, targets connect
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.what(), err)
 	}
-	switch {
-	case decisionID < applied:
+	if decisionID < applied {
 		return fmt.Errorf("%w: decision %d is older than decision %d applied to %s", connectors.ErrStaleDecision, decisionID, applied, c.what())
-	case decisionID == applied && applied > 0:
-		return nil
 	}
+	// The same id again is the same decision retried (after a crash or a timeout, maybe
+	// half-written): it converges to its targets, and was admitted already.
+	claimed := decisionID == applied && applied > 0
 	g, err := c.readFrom(ctx, dgd, false)
 	if err != nil {
 		return err
@@ -591,18 +593,22 @@ func (c *Connector) apply(ctx context.Context, decisionID int64, targets connect
 			c.log.Debug("component already at its target", "component", comp.name, "replicas", ch.target)
 			continue
 		}
+		if ch.comp.index < 0 && !ch.comp.hasAdapter {
+			return fmt.Errorf("%s uses the v1alpha1 spec.services form, which the planner reads but does not patch: "+
+				"convert it to v1beta1 spec.components or give the component a scalingAdapter", c.what())
+		}
 		reduces = reduces || ch.target < ch.current
 		changes = append(changes, ch)
 	}
-	if len(changes) > 0 {
+	if claimed && len(changes) == 0 {
+		return nil
+	}
+	if len(changes) > 0 && !claimed {
 		if err := c.admit(ctx, g, changes, reduces); err != nil {
 			return err
 		}
-		if err := c.write(ctx, g, changes); err != nil {
-			return err
-		}
 	}
-	return c.recordDecision(ctx, decisionID, applied)
+	return c.write(ctx, g, decisionID, claimed, changes)
 }
 
 // admit decides whether the deployment can take the changes now.
@@ -638,7 +644,7 @@ func (c *Connector) admit(ctx context.Context, g *graph, changes []change, reduc
 		c.log.Info("bringing an adapter-owned component back from 0 although the DGD is not Ready")
 		return nil
 	}
-	return fmt.Errorf("%w: %s: %s; the scaling is held and retried", ErrNotReady, c.what(), notSettled)
+	return fmt.Errorf("%w: %s: %s; the scaling is held (the planner decides again on its next tick)", ErrNotReady, c.what(), notSettled)
 }
 
 // startupCancellation allows a scale-down of replicas that are still starting (Dynamo #14251):
@@ -688,20 +694,21 @@ func (c *Connector) unreadyRecovery(g *graph, changes []change) bool {
 	return true
 }
 
-// write applies the changes: one JSON Patch on the DGD for the components without an adapter
-// (testing the resourceVersion and each whole component), then each adapter's scale.
-func (c *Connector) write(ctx context.Context, g *graph, changes []change) error {
+// write applies the changes. First one JSON Patch on the DGD, tested on the resourceVersion
+// read: it claims the decision (the decision-id annotation, unless a retry already claimed
+// it) and, for the components without an adapter, tests each whole component and adds its
+// replicas, all at once. Then each adapter's scale, only while the claim holds: the DGD is
+// read again (a newer decision's claim makes this one stale) and the adapter after it, whose
+// resourceVersion the scale patch carries. So a late attempt of an older decision can never
+// undo a newer one, and a decision interrupted between writes is finished by its retry.
+func (c *Connector) write(ctx context.Context, g *graph, decisionID int64, claimed bool, changes []change) error {
 	var ops []map[string]any
+	if !claimed {
+		ops = append(ops, annotationOps(g.dgd, decisionID)...)
+	}
 	for _, ch := range changes {
 		if ch.comp.hasAdapter {
 			continue
-		}
-		if ch.comp.index < 0 {
-			return fmt.Errorf("%s uses the v1alpha1 spec.services form, which the planner reads but does not patch: "+
-				"convert it to v1beta1 spec.components or give the component a scalingAdapter", c.what())
-		}
-		if len(ops) == 0 {
-			ops = append(ops, map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": g.dgd.GetResourceVersion()})
 		}
 		path := fmt.Sprintf("/spec/components/%d", ch.comp.index)
 		ops = append(ops,
@@ -709,25 +716,71 @@ func (c *Connector) write(ctx context.Context, g *graph, changes []change) error
 			map[string]any{"op": "add", "path": path + "/replicas", "value": ch.target})
 	}
 	if len(ops) > 0 {
+		ops = append([]map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": g.dgd.GetResourceVersion()}}, ops...)
 		if err := c.patchDGD(ctx, g.dgd.GetResourceVersion(), ops); err != nil {
 			return err
 		}
 	}
 	for _, ch := range changes {
-		if ch.comp.hasAdapter {
-			a := g.adapter[ch.comp.name]
-			body, err := json.Marshal(map[string]any{"spec": map[string]any{"replicas": ch.target},
-				"metadata": map[string]any{"resourceVersion": a.GetResourceVersion()}})
-			if err != nil {
-				return err
-			}
-			if _, err := c.dyn.Resource(AdapterResource).Namespace(c.o.Namespace).Patch(ctx, a.GetName(), types.MergePatchType, body,
-				metav1.PatchOptions{FieldManager: FieldManager}, "scale"); err != nil {
-				return c.writeError("patch", AdapterResource.Resource+"/scale", err)
-			}
+		if !ch.comp.hasAdapter {
+			c.log.Info("scaled", "component", ch.comp.name, "role", ch.role, "from", ch.current, "to", ch.target, "adapter", false)
+			continue
 		}
-		c.log.Info("scaled", "component", ch.comp.name, "role", ch.role, "from", ch.current, "to", ch.target, "adapter", ch.comp.hasAdapter)
+		if err := c.scaleAdapter(ctx, decisionID, ch); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// annotationOps set the decision-id annotation.
+func annotationOps(dgd *unstructured.Unstructured, id int64) []map[string]any {
+	value := strconv.FormatInt(id, 10)
+	key := "/metadata/annotations/" + strings.ReplaceAll(AnnotationDecisionID, "/", "~1")
+	switch _, present := dgd.GetAnnotations()[AnnotationDecisionID]; {
+	case present:
+		return []map[string]any{{"op": "replace", "path": key, "value": value}}
+	case dgd.GetAnnotations() == nil:
+		return []map[string]any{{"op": "add", "path": "/metadata/annotations", "value": map[string]string{AnnotationDecisionID: value}}}
+	default:
+		return []map[string]any{{"op": "add", "path": key, "value": value}}
+	}
+}
+
+// scaleAdapter writes one adapter's scale while decisionID is still the DGD's claimed
+// decision.
+func (c *Connector) scaleAdapter(ctx context.Context, decisionID int64, ch change) error {
+	dgd, err := c.get(ctx)
+	if err != nil {
+		return err
+	}
+	if cur, _, err := appliedDecisionID(dgd); err != nil {
+		return fmt.Errorf("%s: %w", c.what(), err)
+	} else if cur != decisionID {
+		return fmt.Errorf("%w: decision %d was claimed by decision %d on %s before its scaling adapter %s was written",
+			connectors.ErrStaleDecision, decisionID, cur, c.what(), adapterName(dgd.GetName(), ch.comp.name))
+	}
+	a, err := c.dyn.Resource(AdapterResource).Namespace(c.o.Namespace).Get(ctx, adapterName(dgd.GetName(), ch.comp.name), metav1.GetOptions{})
+	if err != nil {
+		return c.apiError("get", AdapterResource.Resource, err)
+	}
+	current, err := checkAdapter(a, dgd, ch.comp.name)
+	if err != nil {
+		return err
+	}
+	if current == ch.target {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"spec": map[string]any{"replicas": ch.target},
+		"metadata": map[string]any{"resourceVersion": a.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.dyn.Resource(AdapterResource).Namespace(c.o.Namespace).Patch(ctx, a.GetName(), types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: FieldManager}, "scale"); err != nil {
+		return c.writeError("patch", AdapterResource.Resource+"/scale", err)
+	}
+	c.log.Info("scaled", "component", ch.comp.name, "role", ch.role, "from", current, "to", ch.target, "adapter", true)
 	return nil
 }
 
@@ -737,35 +790,6 @@ func (c *Connector) writeError(verb, resource string, err error) error {
 		return err
 	}
 	return c.apiError(verb, resource, err)
-}
-
-// recordDecision writes the decision id annotation, testing the previous value.
-func (c *Connector) recordDecision(ctx context.Context, id, previous int64) error {
-	dgd, err := c.get(ctx)
-	if err != nil {
-		return err
-	}
-	cur, present, err := appliedDecisionID(dgd)
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.what(), err)
-	}
-	if cur != previous {
-		return apierrors.NewConflict(DGDResource.GroupResource(), c.o.DGD, fmt.Errorf("decision annotation moved from %d to %d", previous, cur))
-	}
-	key := "/metadata/annotations/" + strings.ReplaceAll(AnnotationDecisionID, "/", "~1")
-	var ops []map[string]any
-	switch {
-	case present:
-		ops = []map[string]any{{"op": "test", "path": key, "value": strconv.FormatInt(previous, 10)},
-			{"op": "replace", "path": key, "value": strconv.FormatInt(id, 10)}}
-	case dgd.GetAnnotations() == nil:
-		ops = []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": dgd.GetResourceVersion()},
-			{"op": "add", "path": "/metadata/annotations", "value": map[string]string{AnnotationDecisionID: strconv.FormatInt(id, 10)}}}
-	default:
-		ops = []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": dgd.GetResourceVersion()},
-			{"op": "add", "path": key, "value": strconv.FormatInt(id, 10)}}
-	}
-	return c.patchDGD(ctx, dgd.GetResourceVersion(), ops)
 }
 
 // FPMEndpoints lists the FPM publishers of the ready pods of the prefill and decode

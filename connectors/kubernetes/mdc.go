@@ -66,19 +66,20 @@ func cardOf(item *unstructured.Unstructured, role scaling.Component, component s
 	if !found {
 		return scaling.EngineCapabilities{}, false
 	}
-	if s, ok := data.(string); ok { // the data may be a JSON string
-		var m map[string]any
-		if json.Unmarshal([]byte(s), &m) != nil {
-			return scaling.EngineCapabilities{}, false
-		}
-		data = m
-	}
-	dm, ok := data.(map[string]any)
+	dm, ok := jsonObject(data)
 	if !ok {
 		return scaling.EngineCapabilities{}, false
 	}
 	var cards []any
-	switch v := dm["model_cards"].(type) {
+	mc := dm["model_cards"]
+	if s, ok := mc.(string); ok {
+		var v any
+		if len(s) > maxCardJSON || json.Unmarshal([]byte(s), &v) != nil {
+			return scaling.EngineCapabilities{}, false
+		}
+		mc = v
+	}
+	switch v := mc.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(v) {
 			cards = append(cards, v[k])
@@ -91,8 +92,8 @@ func cardOf(item *unstructured.Unstructured, role scaling.Component, component s
 		if !ok || wrapper["type"] != "Model" {
 			continue
 		}
-		card, _ := wrapper["card_json"].(map[string]any)
-		if card == nil {
+		card, ok := jsonObject(wrapper["card_json"])
+		if !ok {
 			continue
 		}
 		wt, _ := card["worker_type"].(string)
@@ -138,6 +139,25 @@ func capabilitiesOf(card map[string]any) scaling.EngineCapabilities {
 		}
 	}
 	return caps
+}
+
+// maxCardJSON bounds a model-card document given as a JSON string.
+const maxCardJSON = 1 << 20
+
+// jsonObject is v as an object: a map, or a JSON string holding one (Dynamo's
+// DynamoWorkerMetadata may carry its data either way).
+func jsonObject(v any) (map[string]any, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		return x, true
+	case string:
+		var m map[string]any
+		if len(x) > maxCardJSON || json.Unmarshal([]byte(x), &m) != nil {
+			return nil, false
+		}
+		return m, true
+	}
+	return nil, false
 }
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
