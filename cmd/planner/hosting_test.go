@@ -35,10 +35,7 @@ func TestWorkerHostsEveryKind(t *testing.T) {
 	}
 	cluster := kubetest.Start(t)
 	srv := temporaltest.Start(t)
-	t.Setenv("TEMPORAL_ADDRESS", srv.HostPort)
-	t.Setenv("TEMPORAL_NAMESPACE", "default")
-	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("TEMPORAL_PROFILE", "")
+	useTemporal(t, srv)
 	dir := t.TempDir()
 
 	// Kubernetes: a decode-only DGD with 2 replicas, its status kept by the simulated operator.

@@ -55,6 +55,15 @@ func temporalCLI(t *testing.T, srv *temporaltest.Server, args ...string) (string
 	return string(out), err
 }
 
+// useTemporal points this process's Temporal client settings (as the temporal CLI reads
+// them) at the test's dev server, for the test's duration.
+func useTemporal(t *testing.T, srv *temporaltest.Server) {
+	t.Setenv("TEMPORAL_ADDRESS", srv.HostPort)
+	t.Setenv("TEMPORAL_NAMESPACE", "default")
+	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(t.TempDir(), "absent.toml"))
+	t.Setenv("TEMPORAL_PROFILE", "")
+}
+
 // runWorkerInProcess runs `planner worker` with args in this process until the test ends
 // (it must then stop cleanly) and returns its log, printed when the test failed.
 func runWorkerInProcess(t *testing.T, args ...string) *syncBuffer {
@@ -88,10 +97,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // dev server and steers the planner with the temporal CLI commands of docs/runbook.md.
 func TestWorkerStartAndOperatorCommands(t *testing.T) {
 	srv := temporaltest.Start(t)
-	t.Setenv("TEMPORAL_ADDRESS", srv.HostPort)
-	t.Setenv("TEMPORAL_NAMESPACE", "default")
-	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("TEMPORAL_PROFILE", "")
+	useTemporal(t, srv)
 
 	metricsAddr := freeAddr(t)
 	runWorkerInProcess(t, "--metrics-address", metricsAddr, "--observations", "testdata/kv-script.json",

@@ -66,10 +66,7 @@ func TestKubernetesEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	cluster := kubetest.Start(t)
 	srv := temporaltest.Start(t)
-	t.Setenv("TEMPORAL_ADDRESS", srv.HostPort)
-	t.Setenv("TEMPORAL_NAMESPACE", "default")
-	t.Setenv("TEMPORAL_CONFIG_FILE", filepath.Join(t.TempDir(), "absent.toml"))
-	t.Setenv("TEMPORAL_PROFILE", "")
+	useTemporal(t, srv)
 	const ns, model = "dynamo", "nvidia/Llama-3.1-8B-Instruct-FP8"
 	cluster.Namespace(t, ns)
 	dir := t.TempDir()

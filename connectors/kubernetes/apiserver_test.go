@@ -92,6 +92,17 @@ func createDGD(t *testing.T, c *kubetest.Cluster, ns, name string, prefill, deco
 	return out
 }
 
+// newDGD makes a fresh namespace with a DGD of prefill and decode replicas whose status the
+// instant operator has settled.
+func newDGD(t *testing.T, name string, prefill, decode int64) (*kubetest.Cluster, string, *operator.Operator) {
+	t.Helper()
+	c := sharedCluster(t)
+	ns, op := newNamespace(t, c)
+	createDGD(t, c, ns, name, prefill, decode)
+	reconcile(t, op)
+	return c, ns, op
+}
+
 func newConnector(t *testing.T, cfg *rest.Config, ns, name string) *kubernetes.Connector {
 	t.Helper()
 	k, err := kubernetes.New(cfg, kubernetes.Options{Namespace: ns, DGD: name, Logger: quiet()})
@@ -188,10 +199,7 @@ func replicasOf(t *testing.T, c *kubetest.Cluster, ns, name string) (prefillAdap
 // component at its target and a repeated decision write nothing; the DGD's own spec replicas
 // of the adapter-owned component is never written.
 func testWritePaths(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "paths", 1, 1)
-	reconcile(t, op)
+	c, ns, op := newDGD(t, "paths", 1, 1)
 	rec := &recorder{}
 	k := newConnector(t, rec.wrap(c.Admin), ns, "paths")
 	ctx := context.Background()
@@ -258,10 +266,7 @@ func testWritePaths(t *testing.T) {
 // its patch: the patch's resourceVersion test fails, the connector reads again and retries,
 // and the other writer's change survives.
 func testConflictingWriter(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "race", 1, 1)
-	reconcile(t, op)
+	c, ns, _ := newDGD(t, "race", 1, 1)
 	ctx := context.Background()
 	admin := c.Dynamic(t)
 	var interfered atomic.Bool
@@ -349,10 +354,7 @@ func createPod(t *testing.T, c *kubetest.Cluster, ns, dgd, comp, name string, ph
 // not Ready, while a rollout runs, and a scale-down while a pod terminates; the decision is
 // not recorded, so the planner retries it.
 func testHeldWhileNotReady(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "held", 2, 2)
-	reconcile(t, op)
+	c, ns, _ := newDGD(t, "held", 2, 2)
 	ctx := context.Background()
 	rec := &recorder{}
 	k := newConnector(t, rec.wrap(c.Admin), ns, "held")
@@ -393,10 +395,7 @@ func testHeldWhileNotReady(t *testing.T) {
 // DGD is not Ready (Dynamo #14251): every target at most what serves and below the current
 // count; a scale-down that keeps a starting replica is held.
 func testStartupCancellation(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "cancel", 1, 3)
-	reconcile(t, op)
+	c, ns, _ := newDGD(t, "cancel", 1, 3)
 	ctx := context.Background()
 	k := newConnector(t, c.Admin, ns, "cancel")
 	n := func(v int) *int { return &v }
@@ -417,10 +416,7 @@ func testStartupCancellation(t *testing.T) {
 // testRBAC: without the planner's Role, the connector says which permission is missing; with
 // a Role lacking pods list, it degrades and still scales.
 func testRBAC(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "rbac", 1, 1)
-	reconcile(t, op)
+	c, ns, op := newDGD(t, "rbac", 1, 1)
 	ctx := context.Background()
 	saCfg, _ := c.ServiceAccount(t, ns, "planner")
 	k := newConnector(t, saCfg, ns, "rbac")
@@ -456,10 +452,7 @@ func testRBAC(t *testing.T) {
 
 // testFPMEndpoints: the ready pods of the prefill and decode components, at their fpm port.
 func testFPMEndpoints(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "fpm", 1, 2)
-	reconcile(t, op)
+	c, ns, _ := newDGD(t, "fpm", 1, 2)
 	createPod(t, c, ns, "fpm", "VllmPrefillWorker", "p-a", corev1.PodRunning, false)
 	createPod(t, c, ns, "fpm", "VllmDecodeWorker", "d-ab", corev1.PodRunning, false)
 	createPod(t, c, ns, "fpm", "VllmDecodeWorker", "d-abc", corev1.PodPending, false)
@@ -511,10 +504,7 @@ func callOf(t *testing.T, method, path string) apiCall {
 // FPM endpoints) as the service account of deploy/base/rbac.yaml: none is refused, and the set
 // of calls is exactly the set the Role grants.
 func testRoleIsExact(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "llama", 1, 1)
-	reconcile(t, op)
+	c, ns, op := newDGD(t, "llama", 1, 1)
 	rbac, err := os.ReadFile(filepath.Join(c.Root, "deploy", "base", "rbac.yaml"))
 	require.NoError(t, err)
 	objs := kubetest.Objects(t, rbac)
@@ -564,10 +554,7 @@ func testRoleIsExact(t *testing.T) {
 // on the adapter's resourceVersion, its retry finds the newer claim and gives up as stale, and
 // the adapter keeps the newer decision's count.
 func testNewerDecisionWinsOnAdapter(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "late", 1, 1)
-	reconcile(t, op)
+	c, ns, _ := newDGD(t, "late", 1, 1)
 	ctx := context.Background()
 	newer := newConnector(t, c.Admin, ns, "late")
 	var once atomic.Bool
@@ -595,10 +582,7 @@ func testNewerDecisionWinsOnAdapter(t *testing.T) {
 // that one component back from 0 is allowed (its status all zero, no pod running), any other
 // change is held, and a failed DGD is never recovered this way.
 func testUnreadyRecovery(t *testing.T) {
-	c := sharedCluster(t)
-	ns, op := newNamespace(t, c)
-	createDGD(t, c, ns, "zero", 0, 1)
-	reconcile(t, op)
+	c, ns, _ := newDGD(t, "zero", 0, 1)
 	ctx := context.Background()
 	k := newConnector(t, c.Admin, ns, "zero")
 	n := func(v int) *int { return &v }
