@@ -129,9 +129,12 @@ func (h *Host) openConnector(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		kc, err := kubernetes.New(rc, kubernetes.Options{Namespace: k.Namespace, DGD: k.DGD,
-			PrefillComponent: k.PrefillComponent, DecodeComponent: k.DecodeComponent, FPMPortName: h.fpmPortName(), FPMPort: h.fpmPort(),
-			Logger: h.logger})
+		o := kubernetes.Options{Namespace: k.Namespace, DGD: k.DGD, PrefillComponent: k.PrefillComponent,
+			DecodeComponent: k.DecodeComponent, Logger: h.logger}
+		if f := h.spec.FPM; f != nil { // resolved: always set for kubernetes
+			o.FPMPortName, o.FPMPort = f.PortName, f.Port
+		}
+		kc, err := kubernetes.New(rc, o)
 		if err != nil {
 			return err
 		}
@@ -320,20 +323,6 @@ func (h *Host) goRun(what string, run func() error) {
 			h.logger.Error(what+" stopped", "error", err)
 		}
 	}()
-}
-
-func (h *Host) fpmPortName() string {
-	if h.spec.FPM == nil {
-		return DefaultFPMPortName
-	}
-	return h.spec.FPM.PortName
-}
-
-func (h *Host) fpmPort() int {
-	if h.spec.FPM == nil {
-		return 0
-	}
-	return h.spec.FPM.Port
 }
 
 func (h *Host) trafficKind() string {

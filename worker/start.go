@@ -40,9 +40,6 @@ type StartOptions struct {
 	AckTimeout time.Duration
 	// MaxTicksPerRun continues as new after this many ticks (0: when the server suggests).
 	MaxTicksPerRun int
-	// Summary is the workflow's summary in the Web UI (default: deployment, mode, target,
-	// environment).
-	Summary string
 }
 
 // StartResult says what StartPlanner did.
@@ -120,10 +117,7 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	if note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	summary := o.Summary
-	if summary == "" {
-		summary = fmt.Sprintf("planner of %s/%s: %s, %s, %s", d.Namespace, d.Name, cfg.Mode, cfg.OptimizationTarget, cfg.Environment)
-	}
+	summary := fmt.Sprintf("planner of %s/%s: %s, %s, %s", d.Namespace, d.Name, cfg.Mode, cfg.OptimizationTarget, cfg.Environment)
 	sw := client.StartWorkflowOptions{
 		ID: d.WorkflowID(), TaskQueue: o.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/local"
+	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/worker"
 )
@@ -120,21 +121,7 @@ type demoPools struct{ l *local.Local }
 
 // Counts returns a pool's processes by state ("prefill" or "decode").
 func (h demoPools) Counts(component string) poolCounts {
-	var c poolCounts
-	for _, w := range h.l.Workers() {
-		if string(w.Component) != component {
-			continue
-		}
-		switch w.State {
-		case local.Ready:
-			c.Ready++
-		case local.Starting:
-			c.Starting++
-		case local.Draining:
-			c.Draining++
-		}
-	}
-	return c
+	return poolCounts(h.l.Counts(scaling.Component(component)))
 }
 
 // WaitReady waits until no engine is starting and at least one of each pool is ready.

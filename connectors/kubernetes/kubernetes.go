@@ -41,7 +41,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -133,15 +132,6 @@ func kubeconfigName(rules *clientcmd.ClientConfigLoadingRules) string {
 		return rules.ExplicitPath
 	}
 	return strings.Join(rules.Precedence, string(filepath.ListSeparator))
-}
-
-// InClusterNamespace is the pod's namespace when running in a cluster ("" otherwise).
-func InClusterNamespace() string {
-	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // New builds a connector; it does not contact the API server (Check does).
@@ -239,14 +229,13 @@ func (c *Connector) roles(dgd *unstructured.Unstructured) (roleComponents, error
 	return r, nil
 }
 
-// desired is a component's desired count: its adapter's spec.replicas when it declares one,
-// else its spec.replicas. It also returns the adapter (nil without one).
+// desired is a component's desired count: its adapter's spec.replicas when it declares one
+// (the adapter checked), else its spec.replicas. With an adapter, it returns it too.
 func (c *Connector) desired(ctx context.Context, dgd *unstructured.Unstructured, comp *component) (int64, *unstructured.Unstructured, error) {
 	if !comp.hasAdapter {
 		return comp.replicas, nil, nil
 	}
-	name := adapterName(dgd.GetName(), comp.name)
-	a, err := c.dyn.Resource(AdapterResource).Namespace(c.o.Namespace).Get(ctx, name, metav1.GetOptions{})
+	a, err := c.dyn.Resource(AdapterResource).Namespace(c.o.Namespace).Get(ctx, AdapterName(dgd.GetName(), comp.name), metav1.GetOptions{})
 	if err != nil {
 		return 0, nil, c.apiError("get", AdapterResource.Resource, err)
 	}
@@ -257,8 +246,8 @@ func (c *Connector) desired(ctx context.Context, dgd *unstructured.Unstructured,
 	return n, a, nil
 }
 
-// podView is what the pods tell: terminating pods and the PodCliqueScalingGroup replica
-// indices per component, and pods of a component that are neither Pending nor Running.
+// podView is the DGD's pods (snapshot-capture Job pods left out) and the terminating ones per
+// component; known is false when listing pods is forbidden.
 type podView struct {
 	known       bool
 	pods        []corev1.Pod
@@ -326,7 +315,6 @@ type graph struct {
 	dgd     *unstructured.Unstructured
 	roles   roleComponents
 	desired map[string]int64
-	adapter map[string]*unstructured.Unstructured
 	pods    podView
 }
 
@@ -345,15 +333,14 @@ func (c *Connector) readFrom(ctx context.Context, dgd *unstructured.Unstructured
 	if err != nil {
 		return nil, err
 	}
-	g := &graph{dgd: dgd, roles: roles, desired: map[string]int64{}, adapter: map[string]*unstructured.Unstructured{}}
+	g := &graph{dgd: dgd, roles: roles, desired: map[string]int64{}}
 	for i := range roles.all {
 		comp := &roles.all[i]
-		n, a, err := c.desired(ctx, dgd, comp)
+		n, _, err := c.desired(ctx, dgd, comp)
 		if err != nil {
 			return nil, err
 		}
 		g.desired[comp.name] = n
-		g.adapter[comp.name] = a
 	}
 	if withPods {
 		if g.pods, err = c.listPods(ctx); err != nil {
@@ -450,7 +437,7 @@ func (c *Connector) Inventory(ctx context.Context) (connectors.Inventory, error)
 		return connectors.Inventory{}, err
 	}
 	var inv connectors.Inventory
-	if inv.AppliedDecisionID, _, err = appliedDecisionID(g.dgd); err != nil {
+	if inv.AppliedDecisionID, err = appliedDecisionID(g.dgd); err != nil {
 		return connectors.Inventory{}, fmt.Errorf("%s: %w", c.what(), err)
 	}
 	current := generationObserved(g.dgd)
@@ -518,19 +505,12 @@ func (c *Connector) Apply(ctx context.Context, decisionID int64, targets connect
 	var err error
 	for attempt := 1; attempt <= conflictRetries; attempt++ {
 		err = c.apply(ctx, decisionID, targets)
-		if !isConflict(err) {
+		if !apierrors.IsConflict(err) { // a failed precondition: re-read and retry (patchDGD turns a failed JSON Patch test into a conflict)
 			return err
 		}
 		c.log.Info("the DGD changed under the planner's write; reading it again", "attempt", attempt, "error", err)
 	}
 	return fmt.Errorf("%s changed under every one of %d attempts: %w", c.what(), conflictRetries, err)
-}
-
-// isConflict reports a failed precondition: a resourceVersion that moved (409 Conflict). A
-// JSON Patch whose test op fails gets a bare 422 from the API server; patchDGD turns it into
-// a conflict when the DGD's resourceVersion moved.
-func isConflict(err error) bool {
-	return apierrors.IsConflict(err)
 }
 
 // patchDGD sends a JSON Patch testing the DGD's resourceVersion rv. The API server answers a
@@ -560,7 +540,7 @@ func (c *Connector) apply(ctx context.Context, decisionID int64, targets connect
 	if err != nil {
 		return err
 	}
-	applied, _, err := appliedDecisionID(dgd)
+	applied, err := appliedDecisionID(dgd)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.what(), err)
 	}
@@ -629,12 +609,11 @@ func (c *Connector) admit(ctx context.Context, g *graph, changes []change, reduc
 	if ready && settledGraph {
 		return nil
 	}
-	if !ready {
+	switch {
+	case !ready && settledGraph:
 		notSettled = why
-		if !settledGraph {
-			_, s := g.settled()
-			notSettled += "; " + s
-		}
+	case !ready:
+		notSettled = why + "; " + notSettled
 	}
 	if c.startupCancellation(g, changes) {
 		c.log.Info("scaling down replicas that are still starting (startup cancellation)")
@@ -754,17 +733,13 @@ func (c *Connector) scaleAdapter(ctx context.Context, decisionID int64, ch chang
 	if err != nil {
 		return err
 	}
-	if cur, _, err := appliedDecisionID(dgd); err != nil {
+	if cur, err := appliedDecisionID(dgd); err != nil {
 		return fmt.Errorf("%s: %w", c.what(), err)
 	} else if cur != decisionID {
 		return fmt.Errorf("%w: decision %d was claimed by decision %d on %s before its scaling adapter %s was written",
-			connectors.ErrStaleDecision, decisionID, cur, c.what(), adapterName(dgd.GetName(), ch.comp.name))
+			connectors.ErrStaleDecision, decisionID, cur, c.what(), AdapterName(dgd.GetName(), ch.comp.name))
 	}
-	a, err := c.dyn.Resource(AdapterResource).Namespace(c.o.Namespace).Get(ctx, adapterName(dgd.GetName(), ch.comp.name), metav1.GetOptions{})
-	if err != nil {
-		return c.apiError("get", AdapterResource.Resource, err)
-	}
-	current, err := checkAdapter(a, dgd, ch.comp.name)
+	current, a, err := c.desired(ctx, dgd, ch.comp)
 	if err != nil {
 		return err
 	}
@@ -786,7 +761,7 @@ func (c *Connector) scaleAdapter(ctx context.Context, decisionID int64, ch chang
 
 // writeError keeps conflicts recognisable (Apply retries them) and explains the rest.
 func (c *Connector) writeError(verb, resource string, err error) error {
-	if isConflict(err) {
+	if apierrors.IsConflict(err) {
 		return err
 	}
 	return c.apiError(verb, resource, err)

@@ -175,10 +175,9 @@ func resolve(comps []component, role scaling.Component, explicit string) (*compo
 
 // componentStatus is status.components.<name>.
 type componentStatus struct {
-	present                                              bool
-	replicas, updated, ready, available                  *int64
-	gpusPerEngine, gpusPerReplica                        *int64
-	componentKind, runtimeComponentName, servedModelName string
+	replicas, updated, ready, available *int64
+	gpusPerEngine                       *int64
+	componentKind, runtimeComponentName string
 }
 
 // statusOf reads status.components.<name> (v1alpha1: status.services.<name>).
@@ -191,7 +190,6 @@ func statusOf(dgd *unstructured.Unstructured, name string) componentStatus {
 	if !found {
 		return s
 	}
-	s.present = true
 	get := func(k string) *int64 {
 		v, ok := m[k]
 		if !ok || v == nil {
@@ -204,10 +202,9 @@ func statusOf(dgd *unstructured.Unstructured, name string) componentStatus {
 		return &n
 	}
 	s.replicas, s.updated, s.ready, s.available = get("replicas"), get("updatedReplicas"), get("readyReplicas"), get("availableReplicas")
-	s.gpusPerEngine, s.gpusPerReplica = get("gpusPerEngine"), get("gpusPerReplica")
+	s.gpusPerEngine = get("gpusPerEngine")
 	s.componentKind, _ = m["componentKind"].(string)
 	s.runtimeComponentName, _ = m["runtimeComponentName"].(string)
-	s.servedModelName, _ = m["servedModelName"].(string)
 	return s
 }
 
@@ -283,16 +280,16 @@ func failed(dgd *unstructured.Unstructured) bool {
 
 // appliedDecisionID reads the decision-id annotation (0 when absent); a malformed one is an
 // error (someone else wrote it: the planner will not guess).
-func appliedDecisionID(dgd *unstructured.Unstructured) (int64, bool, error) {
+func appliedDecisionID(dgd *unstructured.Unstructured) (int64, error) {
 	v, ok := dgd.GetAnnotations()[AnnotationDecisionID]
 	if !ok {
-		return 0, false, nil
+		return 0, nil
 	}
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id < 0 {
-		return 0, true, fmt.Errorf("annotation %s=%q is not a decision id", AnnotationDecisionID, v)
+		return 0, fmt.Errorf("annotation %s=%q is not a decision id", AnnotationDecisionID, v)
 	}
-	return id, true, nil
+	return id, nil
 }
 
 // nonNegativeInt reads a JSON number that must be a non-negative integer (bools are not).
@@ -325,15 +322,12 @@ func nonNegativeInt(v any) (int64, error) {
 	return n, nil
 }
 
-// adapterName is the scaling adapter of a component: <dgd>-<lower(component)>.
-func adapterName(dgd, comp string) string { return dgd + "-" + strings.ToLower(comp) }
-
 // checkAdapter checks that an adapter belongs to the DGD's component before its count is
 // trusted: name, not being deleted, a resourceVersion, the DGD as controller owner,
 // spec.dgdRef naming the DGD and the component, and matching labels when present. It returns
 // spec.replicas.
 func checkAdapter(a *unstructured.Unstructured, dgd *unstructured.Unstructured, comp string) (int64, error) {
-	want := adapterName(dgd.GetName(), comp)
+	want := AdapterName(dgd.GetName(), comp)
 	fail := func(format string, args ...any) (int64, error) {
 		return 0, fmt.Errorf("scaling adapter %s: %s", want, fmt.Sprintf(format, args...))
 	}
@@ -410,4 +404,4 @@ func Components(dgd *unstructured.Unstructured) ([]Component, error) {
 }
 
 // AdapterName is the scaling adapter of a DGD's component: <dgd>-<lower(component)>.
-func AdapterName(dgd, component string) string { return adapterName(dgd, component) }
+func AdapterName(dgd, component string) string { return dgd + "-" + strings.ToLower(component) }

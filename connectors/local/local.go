@@ -686,6 +686,30 @@ func (l *Local) Workers() []Worker {
 	return out
 }
 
+// Counts are one pool's live workers by state.
+type Counts struct{ Ready, Starting, Draining int }
+
+// Counts returns pool c's workers that are ready, starting and draining.
+func (l *Local) Counts(c scaling.Component) Counts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n Counts
+	for _, w := range l.st.Workers {
+		if w.Component != c {
+			continue
+		}
+		switch w.State {
+		case Ready:
+			n.Ready++
+		case Starting:
+			n.Starting++
+		case Draining:
+			n.Draining++
+		}
+	}
+	return n
+}
+
 // Failures returns how many workers of pool c exited on their own or failed to start since
 // the state file was created.
 func (l *Local) Failures(c scaling.Component) int {

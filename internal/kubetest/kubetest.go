@@ -28,7 +28,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/llmplanner/planner/internal/repo"
 )
 
 // Cluster is a running control plane.
@@ -63,20 +66,11 @@ func AssetsDir(t testing.TB) string {
 // ModuleRoot is the folder holding go.mod.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // Start starts a control plane with the CRDs of deploy/crds; it stops when the test ends.
@@ -177,9 +171,6 @@ func (c *Cluster) Clientset(t testing.TB) kubernetes.Interface {
 	return cs
 }
 
-// String describes the cluster.
-func (c *Cluster) String() string { return fmt.Sprintf("kube-apiserver at %s", c.Admin.Host) }
-
 // Objects decodes a multi-document YAML stream into objects (empty documents skipped).
 func Objects(t testing.TB, data []byte) []*unstructured.Unstructured {
 	t.Helper()
@@ -237,7 +228,7 @@ func (c *Cluster) Apply(t testing.TB, ns string, objs []*unstructured.Unstructur
 		if err != nil {
 			return err
 		}
-		opts := metav1.PatchOptions{FieldManager: "kubetest", Force: ptr(true)}
+		opts := metav1.PatchOptions{FieldManager: "kubetest", Force: ptr.To(true)}
 		if dryRun {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
@@ -247,5 +238,3 @@ func (c *Cluster) Apply(t testing.TB, ns string, objs []*unstructured.Unstructur
 	}
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }

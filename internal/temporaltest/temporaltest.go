@@ -6,7 +6,6 @@ package temporaltest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/llmplanner/planner/internal/repo"
 	"github.com/llmplanner/planner/workflows"
 )
 
@@ -27,7 +27,7 @@ func CLIPath(t testing.TB) string {
 	if p := os.Getenv("PLANNER_TEMPORAL_CLI"); p != "" {
 		return p
 	}
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,23 +36,6 @@ func CLIPath(t testing.TB) string {
 		t.Fatalf("the temporal CLI is not built (%v): run 'make temporal-cli' (builds it from the Go module proxy, about 6 minutes once)", err)
 	}
 	return p
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Server is a running dev server.

@@ -105,10 +105,8 @@ type Operator struct {
 
 // deployment is the engines of one DGD.
 type deployment struct {
-	local    *local.Local
-	decision int64
-	targets  map[scaling.Component]int
-	roles    map[scaling.Component]string // role -> component name
+	local *local.Local
+	roles map[scaling.Component]string // role -> component name
 }
 
 // New builds an operator; nothing runs until Run or ReconcileOnce.
@@ -327,56 +325,40 @@ func (op *Operator) reconcileEngines(ctx context.Context, dgd *unstructured.Unst
 	if err != nil {
 		return nil, err
 	}
+	// The supervisor records the targets and the newest decision: a changed desired count is
+	// the next decision.
+	inv, err := dep.local.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engines: %w", err)
+	}
 	var targets connectors.Targets
 	changed := false
 	for role, name := range dep.roles {
 		n := int(desired[name])
+		target, current := &targets.Decode, inv.ExpectedDecode
 		if role == scaling.Prefill {
-			targets.Prefill = &n
-		} else {
-			targets.Decode = &n
+			target, current = &targets.Prefill, inv.ExpectedPrefill
 		}
-		if dep.targets[role] != n {
-			changed = true
-		}
+		*target = &n
+		changed = changed || current == nil || *current != n
 	}
 	if changed {
-		dep.decision++
-		if err := dep.local.Apply(ctx, dep.decision, targets); err != nil {
-			dep.decision--
+		if err := dep.local.Apply(ctx, inv.AppliedDecisionID+1, targets); err != nil {
 			return nil, fmt.Errorf("engines: %w", err)
 		}
-		for role, name := range dep.roles {
-			dep.targets[role] = int(desired[name])
-		}
 	}
-	workers := dep.local.Workers()
 	counts := map[string]componentCounts{}
 	for role, name := range dep.roles {
-		var cc componentCounts
-		for _, w := range workers {
-			if w.Component != role {
-				continue
-			}
-			switch w.State {
-			case local.Ready:
-				cc.ready++
-				cc.replicas++
-			case local.Starting:
-				cc.starting++
-				cc.replicas++
-			case local.Draining:
-				cc.draining++
-			}
-		}
-		counts[name] = cc
+		n := dep.local.Counts(role)
+		counts[name] = componentCounts{replicas: int64(n.Ready + n.Starting), ready: int64(n.Ready), starting: int64(n.Starting),
+			draining: int64(n.Draining)}
 	}
 	for _, c := range comps {
 		if _, ok := counts[c.Name]; !ok {
 			counts[c.Name] = componentCounts{replicas: desired[c.Name], ready: desired[c.Name]}
 		}
 	}
-	if err := op.mirrorPods(ctx, dgd, dep, workers); err != nil {
+	if err := op.mirrorPods(ctx, dgd, dep, dep.local.Workers()); err != nil {
 		return nil, err
 	}
 	return counts, nil
@@ -397,7 +379,7 @@ func (op *Operator) deployment(dgd *unstructured.Unstructured, comps []k8sconn.C
 	cfg := local.Config{Namespace: op.o.Namespace + "_" + dgd.GetName(), StateFile: filepath.Join(e.StateDir, dgd.GetName()+".json"),
 		GPUs: gpus, LogDir: filepath.Join(e.StateDir, "logs"), DrainTimeout: e.DrainTimeout, StartTimeout: e.StartTimeout,
 		CheckInterval: 200 * time.Millisecond, Logger: op.log}
-	d := &deployment{targets: map[scaling.Component]int{}, roles: map[scaling.Component]string{}}
+	d := &deployment{roles: map[scaling.Component]string{}}
 	var initial connectors.Targets
 	for _, c := range comps {
 		role, ok := roleOf(c.Type)
