@@ -57,7 +57,7 @@ bench-sim: ## Score the policies on every scenario against the oracle and baseli
 	@rm -f $(BENCH_OUT)/results.md; mkdir -p $(BENCH_OUT)
 	@for s in $(BENCH_SCENARIOS); do \
 		$(TOOLS)/planner simulate --scenario scenarios/$$s.yaml --out $(BENCH_OUT) --markdown \
-			--startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet >> $(BENCH_OUT)/results.md || exit 1; \
+			--startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet --predictor-policy dynamo-sla >> $(BENCH_OUT)/results.md || exit 1; \
 	done
 	@awk -v f=$(BENCH_OUT)/results.md 'BEGIN{while((getline l < f)>0) r=r l "\n"} \
 		/<!-- results:begin -->/{print; printf "%s", r; skip=1; next} /<!-- results:end -->/{skip=0} !skip' \

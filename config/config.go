@@ -73,6 +73,22 @@ const (
 	SizingInterpolation ThroughputSizing = "interpolation"
 )
 
+// ScalingPolicy selects the decision policy.
+type ScalingPolicy string
+
+// The scaling policies.
+const (
+	// PolicyDynamo is Dynamo's planner exactly: the throughput and load loops as configured.
+	PolicyDynamo ScalingPolicy = "dynamo"
+	// PolicyAhead (extension) is this planner's own policy: every load interval it forecasts
+	// the demand over the lead time (the learned startup delay plus the interval) at an upper
+	// quantile, adds the queued backlog, and sizes each pool for that demand with per-engine
+	// capacities that include queueing at the SLA; scale-downs wait out the lead time. It
+	// replaces both of Dynamo's loops (needs optimization_target sla; mode disagg, prefill
+	// or decode).
+	PolicyAhead ScalingPolicy = "ahead"
+)
+
 // The predictor names accepted by load_predictor.
 const (
 	PredictorConstant = "constant"
@@ -241,6 +257,14 @@ type Config struct {
 	// follows a scale-up sooner. Nothing is held above max_gpu_budget. 0 (Dynamo's behaviour)
 	// disables it; at most 3600.
 	ScaleDownStabilizationSeconds int `yaml:"scale_down_stabilization_seconds" json:"scale_down_stabilization_seconds,omitempty"`
+	// ScalingPolicy (extension) is "dynamo" (the default: Dynamo's loops, exactly) or "ahead"
+	// (this planner's own policy, see PolicyAhead). With "ahead" the throughput loop, the
+	// predictor settings and the load loop's thresholds are not used.
+	ScalingPolicy ScalingPolicy `yaml:"scaling_policy" json:"scaling_policy,omitempty"`
+	// ExpectedStartupSeconds (extension, scaling_policy ahead) is the startup delay of a new
+	// engine assumed until the planner has measured one (from a scale-up's decision to the
+	// engines' readiness; the measurements are kept in state). 1..3600, default 60.
+	ExpectedStartupSeconds int `yaml:"expected_startup_seconds" json:"expected_startup_seconds,omitempty"`
 	// ThroughputSizing (extension) selects capacity_search (Dynamo's current method) or
 	// interpolation (Dynamo's classic profile interpolation with correction factors).
 	ThroughputSizing ThroughputSizing `yaml:"throughput_sizing" json:"throughput_sizing"`

@@ -158,6 +158,7 @@ func (c *Config) Validate() error {
 	if c.ScaleDownStabilizationSeconds < 0 || c.ScaleDownStabilizationSeconds > MaxStabilizationSeconds {
 		v.add("scale_down_stabilization_seconds", fmt.Sprintf("must be within 0..%d (got %d)", MaxStabilizationSeconds, c.ScaleDownStabilizationSeconds))
 	}
+	c.validatePolicy(&v)
 	if c.PrefillScaleUpTrendIntervals < 0 {
 		v.add("prefill_scale_up_trend_intervals", fmt.Sprintf("must be >= 0 (got %d)", c.PrefillScaleUpTrendIntervals))
 	}
@@ -303,4 +304,43 @@ func (c *Config) CheckFiles() error {
 		return Errors{{Field: "metric_pulling_prometheus_ca_bundle", Msg: fmt.Sprintf("must be a readable file: %v", err)}}
 	}
 	return nil
+}
+
+// MaxExpectedStartupSeconds bounds expected_startup_seconds.
+const MaxExpectedStartupSeconds = 3600
+
+// validatePolicy checks scaling_policy and its settings.
+func (c *Config) validatePolicy(v *validator) {
+	if c.ScalingPolicy != "" {
+		v.oneOf("scaling_policy", string(c.ScalingPolicy), string(PolicyDynamo), string(PolicyAhead))
+	}
+	if c.ExpectedStartupSeconds < 0 || c.ExpectedStartupSeconds > MaxExpectedStartupSeconds {
+		v.add("expected_startup_seconds", fmt.Sprintf("must be within 1..%d (0: the default, 60) (got %d)", MaxExpectedStartupSeconds, c.ExpectedStartupSeconds))
+	}
+	if c.ScalingPolicy != PolicyAhead {
+		if c.ExpectedStartupSeconds != 0 {
+			v.add("expected_startup_seconds", `is only used with scaling_policy "ahead"`)
+		}
+		return
+	}
+	if c.OptimizationTarget != TargetSLA {
+		v.add("scaling_policy", fmt.Sprintf(`"ahead" sizes pools from the perf model and needs optimization_target "sla" (got %q)`, c.OptimizationTarget))
+	}
+	if c.Mode == ModeAgg {
+		v.add("scaling_policy", `"ahead" does not size aggregated deployments yet (mode "agg"); use mode disagg, prefill or decode, or scaling_policy "dynamo"`)
+	}
+	if c.LoadAdjustmentIntervalSeconds < 1 {
+		v.add("load_adjustment_interval_seconds", `must be >= 1 with scaling_policy "ahead" (it is the policy's interval)`)
+	}
+}
+
+// Ahead reports whether the configuration runs this planner's own policy.
+func (c *Config) Ahead() bool { return c.ScalingPolicy == PolicyAhead }
+
+// StartupPriorSeconds is the startup delay assumed before one is measured.
+func (c *Config) StartupPriorSeconds() float64 {
+	if c.ExpectedStartupSeconds > 0 {
+		return float64(c.ExpectedStartupSeconds)
+	}
+	return 60
 }

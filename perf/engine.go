@@ -564,3 +564,16 @@ func batchSizes(maxBatch int64) []int64 {
 	}
 	return out
 }
+
+// PrefillTime is the modelled time (seconds) for an idle prefill engine to compute a prompt
+// of tokens tokens: one forward pass per chunk of max_num_batched_tokens, no decode load. ok
+// is false when the model is not ready or has no prefill.
+func (m *EngineModel) PrefillTime(tokens int64, limits Limits) (float64, bool) {
+	if m.kind == KindDecode || tokens <= 0 {
+		return 0, false
+	}
+	if ok, _ := m.reg.Fit(); !ok {
+		return 0, false
+	}
+	return m.prefillChunkTime(min(tokens, u32Max), limits.WithDefaults().MaxNumBatchedTokens, func(c int64) (float64, bool) { return m.forward(c, 0, 0) })
+}

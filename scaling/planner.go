@@ -60,6 +60,8 @@ type State struct {
 	// sequence: the first is the highest), when the window is on.
 	StabilizationPrefill []Recommendation `json:"stabilization_prefill,omitempty"`
 	StabilizationDecode  []Recommendation `json:"stabilization_decode,omitempty"`
+	// Ahead is the ahead policy's memory (scaling_policy "ahead" only).
+	Ahead *AheadState `json:"ahead,omitempty"`
 }
 
 // Recommendation is a pool count the planner recommended at a time (its target, or the
@@ -198,8 +200,11 @@ func (p *Planner) Init(now float64, boot Bootstrap) (State, error) {
 	if p.loadStream() {
 		st.NextLoadAt = ptr(now + p.loadI)
 	}
-	if p.cfg.EnableThroughputScaling {
+	if p.cfg.EnableThroughputScaling && !p.cfg.Ahead() {
 		st.NextThroughputAt = ptr(now + p.thrI)
+	}
+	if p.cfg.Ahead() {
+		st.Ahead = &AheadState{}
 	}
 	if p.sla() {
 		seed := func(kind perf.EngineKind, fpms []perf.FPM) (*perf.EngineModelState, error) {
@@ -229,7 +234,7 @@ func (p *Planner) Init(now float64, boot Bootstrap) (State, error) {
 			return State{}, fmt.Errorf("scaling: %w", err)
 		}
 	}
-	if p.sla() && p.cfg.EnableThroughputScaling {
+	if p.sla() && p.cfg.EnableThroughputScaling && !p.cfg.Ahead() {
 		preds, err := p.newPredictors()
 		if err != nil {
 			return State{}, err
@@ -276,6 +281,9 @@ func Schedule(cfg config.Config, st State) Tick {
 	t.Throughput = st.NextThroughputAt != nil && *st.NextThroughputAt <= t.At+MergeToleranceS
 	t.NeedFPM = t.Load
 	switch {
+	case t.Load && cfg.Ahead():
+		// The ahead policy reads the traffic of every interval.
+		t.NeedTraffic, t.FullTraffic, t.TrafficDurationS = true, true, loadI
 	case t.Throughput:
 		t.NeedTraffic, t.FullTraffic, t.TrafficDurationS = true, true, thrI
 	case t.Load && !cfg.EnableThroughputScaling:
@@ -299,6 +307,7 @@ func (st State) Clone() State {
 	c.PrefillCorrection, c.DecodeCorrection = cp(st.PrefillCorrection), cp(st.DecodeCorrection)
 	c.LastDecodeScaleUpAt, c.PrevPrefillQueue = cp(st.LastDecodeScaleUpAt), cp(st.PrevPrefillQueue)
 	c.StabilizationPrefill, c.StabilizationDecode = slices.Clone(st.StabilizationPrefill), slices.Clone(st.StabilizationDecode)
+	c.Ahead = st.Ahead.clone()
 	if st.PendingPrefill != nil {
 		c.PendingPrefill = ptr(*st.PendingPrefill)
 	}
@@ -362,6 +371,19 @@ func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, erro
 	t.observeRuntimeMetadata()
 	if runLoad {
 		t.observeFPM()
+	}
+	if p.cfg.Ahead() {
+		final := Decision{}
+		if runLoad {
+			final = t.ahead()
+		}
+		t.saveModels()
+		next.NextLoadAt = ptr(in.Now + p.loadI)
+		next.NextThroughputAt = nil
+		diag.Decision = final
+		diag.NextTickAt = p.NextTick(next).At
+		diag.ThroughputLowerBoundPrefill, diag.ThroughputLowerBoundDecode = next.LowerBoundPrefill, next.LowerBoundDecode
+		return next, final, diag, nil
 	}
 	var dec *Decision
 	if runThr {

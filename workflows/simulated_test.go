@@ -51,12 +51,19 @@ func simConfig(t *testing.T) config.Config {
 // continues as new after 40 ticks, so the decision core's state also crosses run
 // boundaries. The two paths must tick at the same times, apply the same targets at the
 // same times, and so serve every request identically. It runs with Dynamo's default policy
-// and with the scale-down stabilization window (whose recommendation history is state too).
+// with the scale-down stabilization window (whose recommendation history is state too) and
+// with this planner's own policy (whose rate history and startup measurement are state).
 func TestPlannerWorkflow_DecidesLikeTheDirectReplay(t *testing.T) {
-	t.Run("dynamo-default", func(t *testing.T) { twoPaths(t, simConfig(t)) })
+	t.Run("dynamo-sla", func(t *testing.T) { twoPaths(t, simConfig(t)) })
 	t.Run("stabilized-300s", func(t *testing.T) {
 		cfg := simConfig(t)
 		cfg.ScaleDownStabilizationSeconds = 300
+		twoPaths(t, cfg)
+	})
+	t.Run("ahead", func(t *testing.T) {
+		cfg := simConfig(t)
+		cfg.ScalingPolicy = config.PolicyAhead
+		require.NoError(t, cfg.Validate())
 		twoPaths(t, cfg)
 	})
 }

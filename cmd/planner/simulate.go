@@ -29,16 +29,16 @@ func init() {
 
 // simulateOptions are the simulate command's flags.
 type simulateOptions struct {
-	scenario, trace, configFile string
-	compare, policies           string
-	baselines                   string
-	startup                     string
-	goodputTarget               float64
-	sweep, predictors           string
-	sweepPolicy                 string
-	data, profile, out          string
-	asJSON, markdown, quiet     bool
-	parallel                    int
+	scenario, trace, configFile  string
+	compare, policies            string
+	baselines                    string
+	startup                      string
+	goodputTarget                float64
+	sweep, predictors            string
+	sweepPolicy, predictorPolicy string
+	data, profile, out           string
+	asJSON, markdown, quiet      bool
+	parallel                     int
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -50,12 +50,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.configFile, "config", "", "planner config file: the policy scored on --trace (its ttft, itl and max_gpu_budget are the scenario's)")
 	fs.StringVar(&o.compare, "compare", "", "comma-separated planner config files to compare as extra policies (named after their files)")
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")
-	fs.StringVar(&o.baselines, "baselines", "oracle,static,dynamo-default,threshold", "baselines to run: oracle, static, dynamo-default, threshold, or none")
+	fs.StringVar(&o.baselines, "baselines", "oracle,static,ahead,dynamo-sla,dynamo-default", "baselines to run: oracle, static, ahead, dynamo-sla, dynamo-default, or none")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.StringVar(&o.sweep, "startup-sweep", "", "also run the sweep policy at these startup delays (comma-separated, e.g. 0,30s,60s,120s,300s; bare numbers are seconds)")
 	fs.StringVar(&o.predictors, "predictors", "", "also run the sweep policy with each of these load predictors (e.g. constant,arima,kalman,prophet) and backtest them on the trace at 60 s and 180 s")
-	fs.StringVar(&o.sweepPolicy, "sweep-policy", "", "the policy the sweep and the predictor runs use (default: the first)")
+	fs.StringVar(&o.sweepPolicy, "sweep-policy", "", "the policy the startup sweep runs (default: the first)")
+	fs.StringVar(&o.predictorPolicy, "predictor-policy", "", "the policy the predictor runs use (default: the sweep policy)")
 	fs.StringVar(&o.data, "data", filepath.Join("..", "shared", "data", "traces"), "folder where a scenario's relative trace files are looked up first")
 	fs.StringVar(&o.profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
 	fs.StringVar(&o.out, "out", "simulate-out", "folder for <scenario>.json and <scenario>.html (empty: write neither)")
@@ -68,7 +69,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stderr, "       planner simulate --trace FILE --config planner.yaml [flags]")
 		fmt.Fprintln(stderr, "\nReplays a trace on a virtual clock through simulated engines with the planner's decision core in")
 		fmt.Fprintln(stderr, "the loop, for each policy, and scores goodput, latency percentiles, GPU-hours and scaling churn")
-		fmt.Fprintln(stderr, "against the hindsight oracle, the best static deployment and Dynamo's default and threshold policies.")
+		fmt.Fprintln(stderr, "against the hindsight oracle, the best static deployment, this planner's ahead policy and Dynamo's SLA and default policies.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -135,10 +136,10 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	for _, b := range splitList(o.baselines) {
 		switch b {
 		case "none":
-		case "oracle", "static", evaluate.PolicyDynamoDefault, evaluate.PolicyThreshold:
+		case "oracle", "static", evaluate.PolicyAhead, evaluate.PolicyDynamoSLA, evaluate.PolicyDynamoDefault:
 			baselines[b] = true
 		default:
-			return evaluate.Plan{}, fmt.Errorf("simulate: --baselines: unknown %q (oracle, static, dynamo-default, threshold, none)", b)
+			return evaluate.Plan{}, fmt.Errorf("simulate: --baselines: unknown %q (oracle, static, ahead, dynamo-sla, dynamo-default, none)", b)
 		}
 	}
 	if err := o.selectPolicies(sc, baselines); err != nil {
@@ -158,7 +159,7 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		return evaluate.Plan{}, err
 	}
 	plan := evaluate.Plan{Scenario: sc, Oracle: baselines["oracle"], Static: baselines["static"],
-		SweepPolicy: o.sweepPolicy, Predictors: splitList(o.predictors), Parallel: o.parallel}
+		SweepPolicy: o.sweepPolicy, PredictorPolicy: o.predictorPolicy, Predictors: splitList(o.predictors), Parallel: o.parallel}
 	for _, s := range splitList(o.sweep) {
 		d, err := parseSeconds(s)
 		if err != nil {

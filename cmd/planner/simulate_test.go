@@ -52,7 +52,7 @@ func TestSimulate_TraceAndConfig(t *testing.T) {
 	for _, r := range rep.Rows {
 		names = append(names, r.Name)
 	}
-	require.Equal(t, []string{"mine", "dynamo-default", "threshold", "oracle", "best-static", "mine @0s", "mine @60s"}, names)
+	require.Equal(t, []string{"mine", "ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "mine @0s", "mine @60s"}, names)
 	require.FileExists(t, filepath.Join(out, "trace.html"))
 	require.FileExists(t, filepath.Join(out, "trace.json"))
 	require.Contains(t, stderr.String(), "replays done", "progress on stderr")
@@ -61,14 +61,15 @@ func TestSimulate_TraceAndConfig(t *testing.T) {
 func TestSimulate_Scenario(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	sc := filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml")
-	err := runSimulate(context.Background(), []string{"--scenario", sc, "--out", "", "--baselines", "static", "--policies", "threshold",
+	err := runSimulate(context.Background(), []string{"--scenario", sc, "--out", "", "--baselines", "static", "--policies", "dynamo-default",
 		"--quiet", "--markdown"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	md := stdout.String()
 	require.Contains(t, md, "### sinusoid-rr-5-45")
-	require.Contains(t, md, "| threshold | policy |")
+	require.Contains(t, md, "| dynamo-default | policy |")
 	require.Contains(t, md, "| best-static | static |")
-	require.NotContains(t, md, "dynamo-default", "left out by --baselines")
+	require.NotContains(t, md, "dynamo-sla", "left out by --baselines")
+	require.NotContains(t, md, "| ahead |", "left out by --baselines")
 }
 
 func TestSimulate_Errors(t *testing.T) {

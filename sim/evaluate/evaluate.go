@@ -35,12 +35,12 @@ type Plan struct {
 	Profile *perf.Profile
 	// Oracle and Static add the hindsight oracle and the best static deployment.
 	Oracle, Static bool
-	// SweepPolicy names the policy the startup sweep and the predictor comparison run
-	// (empty: the first policy).
-	SweepPolicy string
+	// SweepPolicy names the policy the startup sweep runs (empty: the first policy), and
+	// PredictorPolicy the one the predictor comparison runs (empty: SweepPolicy).
+	SweepPolicy, PredictorPolicy string
 	// StartupSweep runs SweepPolicy at each of these startup delays.
 	StartupSweep []time.Duration
-	// Predictors runs SweepPolicy with each of these load predictors, and backtests them on
+	// Predictors runs PredictorPolicy with each of these load predictors, and backtests them on
 	// the trace at PredictorIntervals (default 60 s and 180 s).
 	Predictors         []string
 	PredictorIntervals []time.Duration
@@ -339,19 +339,30 @@ func (p Plan) jobs() ([]job, error) {
 		sweep = sc.Policies[0].Name
 	}
 	sweepCfg, ok := cfgs[sweep]
-	if !ok && (len(p.StartupSweep) > 0 || len(p.Predictors) > 0) {
+	if !ok && len(p.StartupSweep) > 0 {
 		return nil, fmt.Errorf("evaluate: sweep policy %q is not one of the scenario's", sweep)
 	}
 	for _, d := range p.StartupSweep {
 		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s @%gs", sweep, d.Seconds()), KindSweep, sweepCfg, d))
 	}
+	predPolicy := p.PredictorPolicy
+	if predPolicy == "" {
+		predPolicy = sweep
+	}
+	predCfg, ok := cfgs[predPolicy]
+	if !ok && len(p.Predictors) > 0 {
+		return nil, fmt.Errorf("evaluate: predictor policy %q is not one of the scenario's", predPolicy)
+	}
+	if len(p.Predictors) > 0 && predCfg.Ahead() {
+		return nil, fmt.Errorf("evaluate: predictor policy %q runs scaling_policy ahead, which uses no load predictor: pick another (--predictor-policy)", predPolicy)
+	}
 	for _, pred := range p.Predictors {
-		cfg := sweepCfg
+		cfg := predCfg
 		cfg.LoadPredictor = pred
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("evaluate: predictor %q: %w", pred, err)
 		}
-		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s/%s", sweep, pred), KindPredictor, cfg, sc.StartupDelay()))
+		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s/%s", predPolicy, pred), KindPredictor, cfg, sc.StartupDelay()))
 	}
 	return jobs, nil
 }

@@ -58,14 +58,17 @@ func TestLoadScenario(t *testing.T) {
 	require.Equal(t, "step", sc.Name)
 	require.Equal(t, 30*time.Second, sc.StartupDelay())
 	require.Equal(t, 60.0, sc.OracleIntervalSeconds, "default oracle interval")
-	require.Len(t, sc.Policies, 2, "the built-in policies by default")
+	require.Len(t, sc.Policies, 3, "the built-in policies by default")
 	cfg, err := sc.PolicyConfig(sc.Policies[0])
+	require.NoError(t, err)
+	require.True(t, cfg.Ahead(), "the planner's own policy first")
+	cfg, err = sc.PolicyConfig(sc.Policies[1])
 	require.NoError(t, err)
 	require.Equal(t, 200.0, cfg.TTFTMs)
 	require.Equal(t, 8, cfg.MaxGPUBudget)
 	require.Equal(t, 180, cfg.ThroughputAdjustmentIntervalSeconds)
 	require.True(t, cfg.EnableLoadScaling && cfg.EnableThroughputScaling)
-	th, err := sc.PolicyConfig(sc.Policies[1])
+	th, err := sc.PolicyConfig(sc.Policies[2])
 	require.NoError(t, err)
 	require.True(t, th.IsEasyMode())
 
@@ -78,8 +81,8 @@ func TestLoadScenario(t *testing.T) {
 		"sinusoid":         {strings.Replace(validScenario, "min_rps: 1", "min_rps: 3", 1), "sinusoid"},
 		"unknown builtin":  {validScenario + "policies: [{name: a, builtin: nope}]\n", "unknown builtin"},
 		"bad config":       {validScenario + "policies: [{name: a, config: 'load_predictor: crystal_ball'}]\n", "load_predictor"},
-		"two sources":      {validScenario + "policies: [{name: a, builtin: threshold, config: 'ttft: 1'}]\n", "exactly one"},
-		"duplicate policy": {validScenario + "policies: [{name: a, builtin: threshold}, {name: a, builtin: threshold}]\n", "twice"},
+		"two sources":      {validScenario + "policies: [{name: a, builtin: dynamo-default, config: 'ttft: 1'}]\n", "exactly one"},
+		"duplicate policy": {validScenario + "policies: [{name: a, builtin: dynamo-default}, {name: a, builtin: dynamo-default}]\n", "twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))
@@ -93,7 +96,7 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	sc, err := LoadScenario(writeScenario(t, validScenario))
 	require.NoError(t, err)
 	plan := Plan{Scenario: sc, Requests: stepTrace(), TraceDesc: "step", Profile: profile(t), Oracle: true, Static: true,
-		StartupSweep: []time.Duration{0, time.Minute}, Predictors: []string{"constant", "arima"}, Parallel: 2}
+		StartupSweep: []time.Duration{0, time.Minute}, Predictors: []string{"constant", "arima"}, PredictorPolicy: PolicyDynamoSLA, Parallel: 2}
 	var calls int
 	plan.Progress = func(Progress) { calls++ }
 	plan.ProgressEvery = time.Millisecond
@@ -113,10 +116,10 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 		require.Positive(t, r.GPUHours)
 		require.InDelta(t, r.GPUHours, r.PrefillGPUHours+r.DecodeGPUHours, 1e-9)
 	}
-	require.Equal(t, []string{"dynamo-default", "threshold", "oracle", "best-static", "dynamo-default @0s",
-		"dynamo-default @60s", "dynamo-default/constant", "dynamo-default/arima"}, names)
-	require.Equal(t, []string{KindPolicy, KindPolicy, KindOracle, KindStatic, KindSweep, KindSweep, KindPredictor, KindPredictor}, kinds)
-	oracle, static := rep.Rows[2], rep.Rows[3]
+	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "ahead @0s",
+		"ahead @60s", "dynamo-sla/constant", "dynamo-sla/arima"}, names)
+	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindStatic, KindSweep, KindSweep, KindPredictor, KindPredictor}, kinds)
+	oracle, static := rep.Rows[3], rep.Rows[4]
 	require.GreaterOrEqual(t, oracle.Goodput, 0.9)
 	require.GreaterOrEqual(t, static.Goodput, 0.9)
 	require.Less(t, oracle.GPUHours, static.GPUHours, "the oracle follows the step; the static deployment is sized for it")
@@ -127,7 +130,7 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	var a, b bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&a))
 	rep2, err := Run(context.Background(), Plan{Scenario: sc, Requests: plan.Requests, TraceDesc: "step", Profile: plan.Profile,
-		Oracle: true, Static: true, StartupSweep: plan.StartupSweep, Predictors: plan.Predictors, Parallel: 1})
+		Oracle: true, Static: true, StartupSweep: plan.StartupSweep, Predictors: plan.Predictors, PredictorPolicy: PolicyDynamoSLA, Parallel: 1})
 	require.NoError(t, err)
 	require.NoError(t, rep2.WriteMarkdown(&b))
 	require.Equal(t, a.String(), b.String())
@@ -151,8 +154,11 @@ func TestRun_Errors(t *testing.T) {
 	_, err = Run(context.Background(), Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), SweepPolicy: "nope",
 		StartupSweep: []time.Duration{0}})
 	require.ErrorContains(t, err, "nope")
-	_, err = Run(context.Background(), Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), Predictors: []string{"crystal_ball"}})
+	_, err = Run(context.Background(), Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), Predictors: []string{"crystal_ball"},
+		PredictorPolicy: PolicyDynamoSLA})
 	require.ErrorContains(t, err, "crystal_ball")
+	_, err = Run(context.Background(), Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), Predictors: []string{"arima"}})
+	require.ErrorContains(t, err, "uses no load predictor", "the ahead policy has no predictor to swap")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = Run(ctx, Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t)})

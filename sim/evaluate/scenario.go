@@ -94,17 +94,26 @@ type PolicySpec struct {
 
 // Built-in policy names.
 const (
-	// PolicyDynamoDefault is Dynamo's SLA planner with its defaults: both loops, ARIMA,
-	// 180 s throughput and 5 s load intervals.
+	// PolicyAhead is this planner's own policy (scaling_policy ahead, docs/policy.md) with
+	// its defaults: a 5 s interval, the startup delay learned from 60 s.
+	PolicyAhead = "ahead"
+	// PolicyDynamoSLA is Dynamo's SLA planner with its defaults: both loops, ARIMA, 180 s
+	// throughput and 5 s load intervals.
+	PolicyDynamoSLA = "dynamo-sla"
+	// PolicyDynamoDefault is what Dynamo's planner does by default: optimization target
+	// throughput, the threshold ("easy mode") load loop only — prefill queue and decode KV
+	// utilisation thresholds every 5 s.
 	PolicyDynamoDefault = "dynamo-default"
-	// PolicyThreshold is Dynamo's threshold ("easy mode") planner, optimization target
-	// throughput: prefill queue and decode KV utilisation thresholds on the 5 s loop.
-	PolicyThreshold = "threshold"
 )
 
 // builtins are the built-in policies' settings on top of config.Default.
 var builtins = map[string]string{
-	PolicyDynamoDefault: `
+	PolicyAhead: `
+optimization_target: sla
+scaling_policy: ahead
+load_adjustment_interval_seconds: 5
+`,
+	PolicyDynamoSLA: `
 optimization_target: sla
 enable_throughput_scaling: true
 enable_load_scaling: true
@@ -112,13 +121,13 @@ load_predictor: arima
 throughput_adjustment_interval_seconds: 180
 load_adjustment_interval_seconds: 5
 `,
-	PolicyThreshold: `
+	PolicyDynamoDefault: `
 optimization_target: throughput
 `,
 }
 
 // BuiltinPolicies are the built-in policies, in table order.
-var BuiltinPolicies = []string{PolicyDynamoDefault, PolicyThreshold}
+var BuiltinPolicies = []string{PolicyAhead, PolicyDynamoSLA, PolicyDynamoDefault}
 
 // LoadScenario reads and checks a scenario file.
 func LoadScenario(path string) (*Scenario, error) {

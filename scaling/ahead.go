@@ -1,0 +1,697 @@
+package scaling
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+)
+
+// The ahead policy's fixed parameters. They are the same for every deployment and trace;
+// docs/policy.md says where each comes from.
+const (
+	// AheadBucketSeconds is the width of the request-rate history's buckets.
+	AheadBucketSeconds = 30
+	// AheadHistoryBuckets bounds the history: one hour, so periods up to 30 minutes are
+	// detected (two periods are needed).
+	AheadHistoryBuckets = 120
+	// aheadLevelSeconds is how much recent traffic the current rate is measured over.
+	aheadLevelSeconds = 30
+	// aheadTrendSeconds is the shortest window the trend is fitted over (at least twice the
+	// lead time).
+	aheadTrendSeconds = 120
+	// aheadLengthSeconds is the window the mean ISL and OSL are taken over.
+	aheadLengthSeconds = 300
+	// aheadQuantileZ is the forecast's upper quantile (90%), in standard deviations of the
+	// rate's variation beyond Poisson noise (queueing accounts for Poisson noise).
+	aheadQuantileZ = 1.2816
+	// aheadWaitMissShare is the share of requests the prefill sizing lets wait past the TTFT
+	// slack (the modelled queueing tail).
+	aheadWaitMissShare = 0.02
+	// aheadDecodeSpreadZ is how many standard deviations of the decode concurrency (Poisson:
+	// the square root of the mean) the decode sizing keeps under its SLA batch.
+	aheadDecodeSpreadZ = 1.0
+	// aheadMinSeasonalCorrelation is the autocorrelation a period needs to be used (its
+	// forecast then bounds the trend's from below), and aheadTrustedCorrelation the one at
+	// which it replaces the trend.
+	aheadMinSeasonalCorrelation = 0.5
+	aheadTrustedCorrelation     = 0.8
+	// aheadExcessWeight is the weight of one interval's observation in the running excess
+	// wait (about 20 intervals' memory).
+	aheadExcessWeight = 0.05
+	// aheadBurstTail is how much larger than the mean a burst the pool serves within the
+	// TTFT SLA.
+	aheadBurstTail = 1.5
+	// aheadBurstSeconds is how far back the recent interval rates go.
+	aheadBurstSeconds = 300
+	// aheadMaxRecent bounds the recent interval rates kept.
+	aheadMaxRecent = 300
+	// aheadBurstShare is the share of recent requests allowed to have arrived faster than
+	// the burst rate the pools are sized for.
+	aheadBurstShare = 0.1
+	// aheadMaxStartupSeconds bounds a measured startup delay; a scale-up not ready after it
+	// is forgotten.
+	aheadMaxStartupSeconds = 3600
+)
+
+// AheadState is the ahead policy's memory: the request-rate history in fixed buckets
+// (requests, summed prompt and output tokens, seconds observed) and the startup delay
+// measured on its scale-ups.
+type AheadState struct {
+	// T0 is the start of the first bucket (seconds, the planner's clock).
+	T0 float64 `json:"t0"`
+	// Count, ISL, OSL and Covered are per bucket: requests, their summed input and output
+	// tokens, and the seconds of the bucket observed (a failed observation leaves a gap).
+	Count   []float64 `json:"n"`
+	ISL     []float64 `json:"isl"`
+	OSL     []float64 `json:"osl"`
+	Covered []float64 `json:"cov"`
+	// Recent are the request rates of the newest observations (one per interval, newest
+	// last, at most aheadBurstSeconds of them) and RecentBucket the bucket (index from T0)
+	// of each: the bursts within a bucket the pools must absorb.
+	Recent       []float64 `json:"recent"`
+	RecentBucket []int     `json:"recent_bucket"`
+	// StartupS is the measured startup delay (0: none measured yet).
+	StartupS float64 `json:"startup_s,omitempty"`
+	// ExcessWait is the prefill wait the queueing model does not explain, in engine-seconds:
+	// the running mean of ready engines × (observed mean wait − the model's mean wait). When
+	// requests arrive in bursts spread over the pool, a burst's share of one engine waits
+	// about twice the mean, and that shrinks as the pool grows.
+	ExcessWait float64 `json:"excess_wait_s,omitempty"`
+
+	// UpPrefill and UpDecode are scale-ups waiting to become ready (their target and when
+	// they were decided), to measure the startup delay.
+	UpPrefill *PendingDesired `json:"up_prefill,omitempty"`
+	UpDecode  *PendingDesired `json:"up_decode,omitempty"`
+}
+
+func (a *AheadState) clone() *AheadState {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Count, c.ISL, c.OSL, c.Covered = slices.Clone(a.Count), slices.Clone(a.ISL), slices.Clone(a.OSL), slices.Clone(a.Covered)
+	c.Recent, c.RecentBucket = slices.Clone(a.Recent), slices.Clone(a.RecentBucket)
+	if a.UpPrefill != nil {
+		c.UpPrefill = ptr(*a.UpPrefill)
+	}
+	if a.UpDecode != nil {
+		c.UpDecode = ptr(*a.UpDecode)
+	}
+	return &c
+}
+
+// record adds a traffic window ending at now to the history (the bucket of its midpoint).
+func (a *AheadState) record(now, dur, n, isl, osl float64) {
+	mid := now - dur/2
+	if len(a.Count) == 0 {
+		a.T0 = math.Floor(mid/AheadBucketSeconds) * AheadBucketSeconds
+	}
+	idx := int(math.Floor((mid - a.T0) / AheadBucketSeconds))
+	if idx < 0 {
+		return // older than the history: ignored
+	}
+	if idx >= len(a.Count)+AheadHistoryBuckets {
+		// A gap longer than the history: start again.
+		a.Count, a.ISL, a.OSL, a.Covered, a.Recent, a.RecentBucket = nil, nil, nil, nil, nil, nil
+		a.T0 = math.Floor(mid/AheadBucketSeconds) * AheadBucketSeconds
+		idx = 0
+	}
+	for len(a.Count) <= idx {
+		a.Count, a.ISL, a.OSL, a.Covered = append(a.Count, 0), append(a.ISL, 0), append(a.OSL, 0), append(a.Covered, 0)
+	}
+	a.Count[idx] += n
+	a.ISL[idx] += n * isl
+	a.OSL[idx] += n * osl
+	a.Covered[idx] += dur
+	a.Recent, a.RecentBucket = append(a.Recent, n/dur), append(a.RecentBucket, idx)
+	if keep := min(aheadMaxRecent, max(1, int(math.Ceil(aheadBurstSeconds/dur)))); len(a.Recent) > keep {
+		a.Recent = slices.Delete(a.Recent, 0, len(a.Recent)-keep)
+		a.RecentBucket = slices.Delete(a.RecentBucket, 0, len(a.RecentBucket)-keep)
+	}
+	if drop := len(a.Count) - AheadHistoryBuckets; drop > 0 {
+		a.Count, a.ISL, a.OSL, a.Covered = a.Count[drop:], a.ISL[drop:], a.OSL[drop:], a.Covered[drop:]
+		a.T0 += float64(drop) * AheadBucketSeconds
+		for i := range a.RecentBucket {
+			a.RecentBucket[i] -= drop
+		}
+	}
+}
+
+// recent sums the newest buckets until at least seconds are covered: requests, tokens and
+// seconds.
+func (a *AheadState) recent(seconds float64) (n, isl, osl, cov float64) {
+	for i := len(a.Count) - 1; i >= 0 && cov < seconds; i-- {
+		n, isl, osl, cov = n+a.Count[i], isl+a.ISL[i], osl+a.OSL[i], cov+a.Covered[i]
+	}
+	return n, isl, osl, cov
+}
+
+// burst is the request-weighted upper quantile of how much faster than their bucket's mean
+// the recent intervals' requests arrived: the excess rate that aheadBurstShare of the
+// recent requests exceeded (0 when they arrived evenly).
+func (a *AheadState) burst() float64 {
+	type excess struct{ by, weight float64 }
+	var ex []excess
+	var total float64
+	for i, r := range a.Recent {
+		b := a.RecentBucket[i]
+		if b < 0 || b >= len(a.Count) || a.Covered[b] <= 0 || r <= 0 {
+			continue
+		}
+		ex = append(ex, excess{r - a.Count[b]/a.Covered[b], r})
+		total += r
+	}
+	slices.SortFunc(ex, func(x, y excess) int { return cmp.Compare(y.by, x.by) })
+	var above float64
+	for _, e := range ex {
+		above += e.weight
+		if above >= aheadBurstShare*total {
+			return math.Max(0, e.by)
+		}
+	}
+	return 0
+}
+
+// rate is bucket i's request rate (NaN when it was not observed enough to say).
+func (a *AheadState) rate(i int) float64 {
+	if i < 0 || i >= len(a.Count) || a.Covered[i] < AheadBucketSeconds/2 {
+		return math.NaN()
+	}
+	return a.Count[i] / a.Covered[i]
+}
+
+// Forecast is the ahead policy's demand forecast for one tick.
+type Forecast struct {
+	// Level is the current request rate; Slope its trend (req/s per s) and Spread the
+	// standard deviation of its variation beyond Poisson noise.
+	Level, Slope, Spread float64
+	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
+	// coming lead time, scaled to the current level.
+	PeriodS, Seasonal float64
+	// Rate is the demand the prefill pool is sized for: the upper quantile of the forecast
+	// over the lead time, bursts within a bucket included. SmoothRate leaves those bursts
+	// out: the decode pool's requests last long enough to average them.
+	Rate, SmoothRate float64
+	// ISL and OSL are the recent mean lengths.
+	ISL, OSL float64
+	// Burst is the excess rate of the recent bursts within a bucket (see burst).
+	Burst float64
+}
+
+// forecast predicts the request rate over the next lead seconds from the history.
+func (a *AheadState) forecast(lead float64) (Forecast, bool) {
+	var f Forecast
+	n, isl, osl, cov := a.recent(aheadLevelSeconds)
+	if cov <= 0 {
+		return f, false
+	}
+	f.Level = n / cov
+	if ln, li, lo, _ := a.recent(aheadLengthSeconds); ln > 0 {
+		f.ISL, f.OSL = li/ln, lo/ln
+	} else if n > 0 {
+		f.ISL, f.OSL = isl/n, osl/n
+	}
+
+	// Trend: a weighted least-squares line through the complete buckets of the window.
+	window := math.Max(aheadTrendSeconds, 2*lead)
+	last := len(a.Count) - 1
+	var xs, ys []float64
+	for i := last; i >= 0 && float64(last-i)*AheadBucketSeconds < window; i-- {
+		if r := a.rate(i); !math.IsNaN(r) {
+			xs, ys = append(xs, float64(i)), append(ys, r)
+		}
+	}
+	if len(xs) >= 3 {
+		slope, icept := fitLine(xs, ys)
+		f.Slope = slope / AheadBucketSeconds
+		var ss float64
+		for i := range xs {
+			d := ys[i] - (icept + slope*xs[i])
+			ss += d * d
+		}
+		variance := ss/float64(len(xs)-2) - f.Level/AheadBucketSeconds // minus Poisson noise
+		f.Spread = math.Sqrt(math.Max(0, variance))
+	}
+	// The level is about half a level window old; the engines decided now serve until the
+	// end of the lead time.
+	// Bursts within a bucket add to the variation between buckets.
+	f.Burst = a.burst()
+	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
+	up := f.Level + math.Max(0, f.Slope)*(lead+aheadLevelSeconds/2)
+	f.Rate, f.SmoothRate = up+margin, up+aheadQuantileZ*f.Spread
+
+	if period, acf, ok := a.period(); ok {
+		f.PeriodS = float64(period * AheadBucketSeconds)
+		// The last period's level against the one before it: how the pattern has grown.
+		scale := 1.0
+		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 {
+			scale = math.Min(2, math.Max(0.5, cur/prev))
+		}
+		ahead := math.NaN()
+		steps := int(math.Ceil(lead / AheadBucketSeconds))
+		for h := 0; h <= steps; h++ {
+			if r := a.rate(last - period + h); !math.IsNaN(r) && (math.IsNaN(ahead) || r > ahead) {
+				ahead = r
+			}
+		}
+		if !math.IsNaN(ahead) {
+			f.Seasonal = ahead * scale
+			if acf >= aheadTrustedCorrelation {
+				// A clear period: it knows the turns a trend overshoots.
+				f.Rate = math.Max(f.Level, f.Seasonal) + margin
+				f.SmoothRate = math.Max(f.Level, f.Seasonal) + aheadQuantileZ*f.Spread
+			} else {
+				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
+				f.SmoothRate = math.Max(f.SmoothRate, f.Seasonal+aheadQuantileZ*f.Spread)
+			}
+		}
+	}
+	return f, true
+}
+
+// rateOver is the mean rate of buckets from..to (0 when none was observed).
+func (a *AheadState) rateOver(from, to int) float64 {
+	var n, cov float64
+	for j := max(0, from); j <= min(len(a.Count)-1, to); j++ {
+		n, cov = n+a.Count[j], cov+a.Covered[j]
+	}
+	if cov <= 0 {
+		return 0
+	}
+	return n / cov
+}
+
+// period finds the history's dominant period in buckets: the lag (two periods at least in
+// the history, 4 buckets at least) of the highest autocorrelation, when it reaches
+// aheadMinSeasonalCorrelation.
+func (a *AheadState) period() (int, float64, bool) {
+	n := len(a.Count)
+	rates := make([]float64, n)
+	var mean float64
+	m := 0
+	for i := range rates {
+		rates[i] = a.rate(i)
+		if !math.IsNaN(rates[i]) {
+			mean += rates[i]
+			m++
+		}
+	}
+	if m < 8 {
+		return 0, 0, false
+	}
+	mean /= float64(m)
+	var denom float64
+	for _, r := range rates {
+		if !math.IsNaN(r) {
+			denom += (r - mean) * (r - mean)
+		}
+	}
+	if denom <= 0 {
+		return 0, 0, false
+	}
+	best, bestLag := aheadMinSeasonalCorrelation, 0
+	for lag := 4; lag <= n/2; lag++ {
+		var num float64
+		pairs := 0
+		for i := 0; i+lag < n; i++ {
+			if math.IsNaN(rates[i]) || math.IsNaN(rates[i+lag]) {
+				continue
+			}
+			num += (rates[i] - mean) * (rates[i+lag] - mean)
+			pairs++
+		}
+		if pairs < lag {
+			continue
+		}
+		// Scaled to the full series, so short overlaps are not favoured.
+		acf := num / denom * float64(m) / float64(pairs)
+		if acf > best {
+			best, bestLag = acf, lag
+		}
+	}
+	return bestLag, best, bestLag > 0
+}
+
+// fitLine is the least-squares line y = icept + slope·x.
+func fitLine(xs, ys []float64) (slope, icept float64) {
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	n := float64(len(xs))
+	mx, my = mx/n, my/n
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return 0, my
+	}
+	slope = sxy / sxx
+	return slope, my - slope*mx
+}
+
+// erlangC is the probability that an arrival waits in an M/M/c queue with offered load a
+// (Erlang's C formula); 1 when the queue is unstable.
+func erlangC(c int, a float64) float64 {
+	if float64(c) <= a {
+		return 1
+	}
+	b := 1.0
+	for k := 1; k <= c; k++ {
+		b = a * b / (float64(k) + a*b)
+	}
+	rho := a / float64(c)
+	return b / (1 - rho*(1-b))
+}
+
+// prefillEngines is the smallest prefill pool that serves rate requests/s (Poisson), each
+// needing service seconds on an engine, with at most aheadWaitMissShare of them waiting
+// longer than slack seconds: M/G/c, Erlang C with the Allen–Cunneen correction for the
+// service time's squared coefficient of variation cs2. limit bounds the search.
+func prefillEngines(rate, service, slack, cs2 float64, limit int) int {
+	if rate <= 0 {
+		return 0
+	}
+	a := rate * service
+	c := max(1, int(math.Floor(a))+1)
+	for ; c < limit; c++ {
+		decay := (float64(c) - a) * slack / (service * (1 + cs2) / 2)
+		if erlangC(c, a)*math.Exp(-decay) <= aheadWaitMissShare {
+			break
+		}
+	}
+	return min(c, limit)
+}
+
+// aheadLead is the lead time: the startup delay (measured, else expected_startup_seconds)
+// plus one interval.
+func (t *tick) aheadLead() float64 {
+	s := t.p.cfg.StartupPriorSeconds()
+	if t.st.Ahead != nil && t.st.Ahead.StartupS > 0 {
+		s = t.st.Ahead.StartupS
+	}
+	return s + t.p.loadI
+}
+
+// ahead is one tick of this planner's own policy (scaling_policy "ahead", docs/policy.md).
+func (t *tick) ahead() Decision {
+	d := t.diag
+	d.ThroughputReason = ReasonDisabled
+	if t.st.Ahead == nil {
+		t.st.Ahead = &AheadState{}
+	}
+	a := t.st.Ahead
+	hold := func(r Reason, note string) Decision {
+		d.LoadReason = r
+		for _, c := range t.pools() {
+			t.setLoadReason(c, r)
+		}
+		d.note("ahead: " + note)
+		return Decision{}
+	}
+	if !t.countsKnown {
+		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
+	}
+	t.measureStartup()
+
+	tr := t.in.Traffic
+	switch {
+	case tr == nil || tr.NumReq == nil || !finite(*tr.NumReq) || *tr.NumReq < 0 || !(tr.DurationS > 0) || math.IsInf(tr.DurationS, 0):
+		return hold(ReasonNoTrafficData, "traffic unreadable: holding (never read as zero demand)")
+	case *tr.NumReq > 0 && (tr.ISL == nil || tr.OSL == nil || !finite(*tr.ISL) || !finite(*tr.OSL) || *tr.ISL < 0 || *tr.OSL < 0):
+		return hold(ReasonNoTrafficData, "requests counted but their lengths are unreadable: holding")
+	}
+	var isl, osl float64
+	if *tr.NumReq > 0 {
+		isl, osl = *tr.ISL, *tr.OSL
+		t.st.LastISL, t.st.LastOSL = ptr(isl), ptr(osl)
+	}
+	a.record(t.in.Now, tr.DurationS, *tr.NumReq, isl, osl)
+	d.ObservedNumReq = ptr(*tr.NumReq)
+
+	lead := t.aheadLead()
+	f, ok := a.forecast(lead)
+	if !ok {
+		return hold(ReasonNoTrafficData, "no traffic history yet: holding")
+	}
+	if f.ISL == 0 && t.st.LastISL != nil {
+		f.ISL, f.OSL = *t.st.LastISL, *t.st.LastOSL
+	}
+	d.PredictedNumReq = ptr(f.Rate * t.p.loadI)
+	d.PredictedISL, d.PredictedOSL = ptr(f.ISL), ptr(f.OSL)
+
+	need := map[Component]int{}
+	var why []string
+	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s, spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Spread, f.Burst))
+	if f.PeriodS > 0 {
+		why[0] += fmt.Sprintf(", period %.0f s → %.2f", f.PeriodS, f.Seasonal)
+	}
+	why[0] += fmt.Sprintf("), ISL %.0f OSL %.0f", f.ISL, f.OSL)
+	for _, c := range t.pools() {
+		n, note, ok := t.aheadSize(c, f, lead)
+		if !ok {
+			return hold(ReasonModelNotReady, note)
+		}
+		need[c] = max(n, t.minEndpoint(c))
+		why = append(why, note)
+	}
+	d.note("ahead: " + strings.Join(why, "; "))
+	return t.aheadDecide(need, lead)
+}
+
+// aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
+// over the lead time).
+func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bool) {
+	limit := 1 << 16
+	if g := t.gpuCost(c); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
+		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
+	}
+	kv := t.kvHitRate()
+	var backlog, cs2Sum float64
+	cs2N := 0
+	for _, s := range t.stats(c) {
+		if c == Prefill {
+			backlog += float64(s.Queued.SumPrefillTokens)
+			if s.Scheduled.NumPrefillRequests > 0 && f.ISL > 0 {
+				cs2Sum += s.Scheduled.VarPrefillLength / (f.ISL * f.ISL)
+				cs2N++
+			}
+		} else {
+			backlog += float64(s.Queued.NumDecodeRequests)
+		}
+	}
+	if f.Rate <= 0 && backlog <= 0 {
+		return 0, fmt.Sprintf("%s: no demand", c), true
+	}
+	if c == Prefill {
+		m := t.prefill
+		if m == nil {
+			return 0, "prefill: no perf model", false
+		}
+		caps := t.caps.Prefill
+		if caps == nil {
+			caps = &EngineCapabilities{}
+		}
+		rate := f.Rate
+		if f.ISL > 0 {
+			rate += backlog / f.ISL / lead
+		}
+		tokens := int64(math.Ceil(math.Max(1, f.ISL) * (1 - perf.ClampKVHitRate(kv))))
+		service, ok := m.PrefillTime(tokens, caps.Limits())
+		if !ok || !(service > 0) {
+			return 0, "prefill: perf model not ready", false
+		}
+		cs2 := 1.0 // unknown prompt-length spread: exponential service (M/M/c)
+		if cs2N > 0 {
+			cs2 = math.Min(4, cs2Sum/float64(cs2N))
+		}
+		slack := t.p.cfg.TTFTMs/1000 - service
+		var n int
+		if slack <= 0 {
+			n = int(math.Ceil(rate * service / 0.7))
+			t.diag.EngineRPSPrefill = ptr(0.7 / service)
+			return min(n, limit), fmt.Sprintf("prefill %d (a %.0f-token prompt takes %.0f ms, over the TTFT SLA: sized at 70%% utilisation)", n, f.ISL, service*1000), true
+		}
+		n = prefillEngines(rate, service, slack, cs2, limit)
+		excess := t.learnExcessWait(f, service, cs2)
+		// The burst's share of one engine waits about twice the mean excess wait; at most
+		// twice the ready pool per decision, should the latency not be the load's.
+		if b := min(int(math.Ceil(2*aheadBurstTail*excess/slack)), 2*max(1, t.current(Prefill))); b > n && rate > 0 {
+			n = min(b, limit)
+		}
+		if n > 0 {
+			t.diag.EngineRPSPrefill = ptr(rate / float64(n))
+		}
+		return n, fmt.Sprintf("prefill %d (%.2f req/s incl. backlog %.0f tokens, %.0f ms each, cs² %.2f, wait ≤ %.0f ms for %.0f%%, excess wait %.0f ms·engine)",
+			n, rate, backlog, service*1000, cs2, slack*1000, 100*(1-aheadWaitMissShare), excess*1000), true
+	}
+	m := t.decode
+	if m == nil {
+		return 0, "decode: no perf model", false
+	}
+	caps := t.caps.Decode
+	if caps == nil {
+		caps = &EngineCapabilities{}
+	}
+	capacity, ok := m.FindCapacity(perf.CapacityRequest{ISL: math.Max(1, f.ISL), OSL: math.Max(1, f.OSL), ITLSLAMs: t.p.cfg.ITLMs,
+		KVHitRate: kv, AcceptLength: t.acceptLength()}, caps.Limits())
+	if !ok || !(capacity.RPS > 0) || capacity.BatchSize <= 0 {
+		return 0, "decode: perf model not ready", false
+	}
+	// Keep the Poisson spread of the concurrency under the SLA batch: b + z·√b ≤ batch.
+	b := float64(capacity.BatchSize)
+	z := aheadDecodeSpreadZ
+	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
+	perEngine := capacity.RPS * keep / b
+	if !capacity.Eligible {
+		perEngine *= 0.5
+	}
+	rate := f.SmoothRate + backlog/lead
+	n := int(math.Ceil(rate / perEngine))
+	t.diag.EngineRPSDecode = ptr(perEngine)
+	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %d at the ITL SLA)",
+		n, rate, backlog, perEngine, keep, capacity.BatchSize), true
+}
+
+// learnExcessWait updates the running excess wait from this interval's mean TTFT (capped
+// at twice the SLA, so an overload does not read as a burst) and returns it (≥ 0).
+func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
+	a := t.st.Ahead
+	tr := t.in.Traffic
+	ready := t.current(Prefill)
+	load := f.Level * service
+	if tr.TTFTMs == nil || !finite(*tr.TTFTMs) || *tr.TTFTMs < 0 || ready < 1 || float64(ready) <= load {
+		return math.Max(0, a.ExcessWait)
+	}
+	model := erlangC(ready, load) * service / (float64(ready) - load) * (1 + cs2) / 2
+	observed := math.Min(*tr.TTFTMs, 2*t.p.cfg.TTFTMs)/1000 - service
+	a.ExcessWait += aheadExcessWeight * (float64(ready)*(observed-model) - a.ExcessWait)
+	return math.Max(0, a.ExcessWait)
+}
+
+// measureStartup measures the startup delay on the scale-ups that became ready.
+func (t *tick) measureStartup() {
+	a := t.st.Ahead
+	for _, c := range t.pools() {
+		up := &a.UpPrefill
+		if c == Decode {
+			up = &a.UpDecode
+		}
+		if *up == nil {
+			continue
+		}
+		took := t.in.Now - (*up).At
+		switch {
+		case t.current(c) >= (*up).Replicas:
+			if a.StartupS == 0 {
+				a.StartupS = took
+			} else {
+				a.StartupS = (a.StartupS + took) / 2
+			}
+			t.diag.note(fmt.Sprintf("ahead: %s scale-up to %d ready after %.0f s: startup estimate %.0f s", c, (*up).Replicas, took, a.StartupS))
+			*up = nil
+		case took > aheadMaxStartupSeconds:
+			t.diag.note(fmt.Sprintf("ahead: %s scale-up to %d not ready after %.0f s: not measured", c, (*up).Replicas, took))
+			*up = nil
+		}
+	}
+}
+
+// provisioned is pool c's current target: the expected count when known, else the ready one.
+func (t *tick) provisioned(c Component) int {
+	e := t.expectedP
+	if c == Decode {
+		e = t.expectedD
+	}
+	if e != nil {
+		return *e
+	}
+	return t.current(c)
+}
+
+// aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
+// scale-downs only to the highest count needed over the lead time, never for a pool whose
+// observed latency breaks its SLA; then the GPU budget.
+func (t *tick) aheadDecide(need map[Component]int, lead float64) Decision {
+	d := t.diag
+	tr := t.in.Traffic
+	target := map[Component]int{}
+	var observed float64
+	for _, c := range t.st.Ahead.Covered {
+		observed += c
+	}
+	for _, c := range t.pools() {
+		hist := &t.st.StabilizationPrefill
+		if c == Decode {
+			hist = &t.st.StabilizationDecode
+		}
+		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: need[c]}, t.in.Now-lead)
+		cur, n := t.provisioned(c), need[c]
+		if n < cur && observed < lead {
+			d.note(fmt.Sprintf("ahead: %s not scaled down: %.0f s of traffic observed, less than the lead time", c, observed))
+			n = cur
+		}
+		if n < cur {
+			if top := (*hist)[0]; top.Replicas > n {
+				n = min(cur, top.Replicas)
+			}
+			slow := (c == Prefill && tr.TTFTMs != nil && *tr.TTFTMs > t.p.cfg.TTFTMs) ||
+				(c == Decode && tr.ITLMs != nil && *tr.ITLMs > t.p.cfg.ITLMs)
+			if slow && n < cur {
+				d.note(fmt.Sprintf("ahead: %s not scaled down: its observed latency breaks the SLA", c))
+				n = cur
+			}
+		}
+		target[c] = n
+	}
+	if t.p.cfg.Mode == config.ModeDisagg {
+		p, dd := ProportionalClampPair(target[Prefill], target[Decode], t.gpuCost(Prefill), t.gpuCost(Decode),
+			t.p.cfg.MinGPUBudget, t.p.cfg.MaxGPUBudget, t.minEndpoint(Prefill), t.minEndpoint(Decode))
+		if p != target[Prefill] || dd != target[Decode] {
+			d.note(fmt.Sprintf("ahead: %dP %dD fitted to the GPU budget: %dP %dD", target[Prefill], target[Decode], p, dd))
+		}
+		target[Prefill], target[Decode] = p, dd
+	} else {
+		c := t.pools()[0]
+		n := ProportionalClampSingle(target[c], t.gpuCost(c), t.p.cfg.MinGPUBudget, t.p.cfg.MaxGPUBudget, t.minEndpoint(c))
+		if n != target[c] {
+			d.note(fmt.Sprintf("ahead: %s %d fitted to the GPU budget: %d", c, target[c], n))
+		}
+		target[c] = n
+	}
+	var out Decision
+	for _, c := range t.pools() {
+		cur, n := t.provisioned(c), target[c]
+		reason := ReasonNoChange
+		switch {
+		case n > cur:
+			reason = ReasonScaleUp
+		case n < cur:
+			reason = ReasonScaleDown
+		case need[c] < cur:
+			reason = ReasonScaleDownStabilizing
+		}
+		t.setLoadReason(c, reason)
+		if n != cur {
+			*out.pool(c) = ptr(n)
+		}
+		up := &t.st.Ahead.UpPrefill
+		if c == Decode {
+			up = &t.st.Ahead.UpDecode
+		}
+		switch {
+		case n > t.current(c) && *up == nil && n > cur:
+			*up = &PendingDesired{Replicas: n, At: t.in.Now}
+		case *up != nil && n < (*up).Replicas:
+			*up = nil // cancelled before it was ready: not a measurement
+		}
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package scaling
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+)
+
+func TestErlangC(t *testing.T) {
+	tests := []struct {
+		name string
+		c    int
+		a    float64
+		want float64
+	}{
+		{"M/M/1 waits with probability rho", 1, 0.5, 0.5},
+		{"two servers, one erlang", 2, 1, 1.0 / 3},
+		{"unstable", 2, 2, 1},
+		{"overloaded", 3, 5, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, erlangC(tc.c, tc.a), 1e-12)
+		})
+	}
+}
+
+func TestPrefillEngines(t *testing.T) {
+	// 45 req/s of 62 ms prompts with 138 ms of slack (Dynamo's rr-5-45 peak on the H200
+	// profile): 2.8 erlangs need more than 3 engines; equal prompts (cs² 0) need fewer than
+	// exponential ones.
+	det := prefillEngines(45, 0.062, 0.138, 0, 100)
+	exp := prefillEngines(45, 0.062, 0.138, 1, 100)
+	require.GreaterOrEqual(t, det, 4)
+	require.GreaterOrEqual(t, exp, det)
+	require.Zero(t, prefillEngines(0, 0.062, 0.138, 1, 100), "no demand, no engine")
+	require.LessOrEqual(t, prefillEngines(45, 0.062, 0.5, 1, 100), det, "more slack never needs more engines")
+	require.GreaterOrEqual(t, prefillEngines(90, 0.062, 0.138, 0, 100), 2*det-1, "twice the demand needs about twice the engines")
+	require.Equal(t, 7, prefillEngines(1e6, 0.062, 0.138, 1, 7), "the limit bounds the search")
+}
+
+func TestAheadState_Record(t *testing.T) {
+	var a AheadState
+	a.record(10, 5, 50, 1000, 100) // bucket 0 (mid 7.5)
+	a.record(15, 5, 50, 1000, 100)
+	a.record(20, 5, 50, 1000, 100)
+	a.record(35, 5, 100, 2000, 100) // bucket 1 (mid 32.5)
+	require.Equal(t, 0.0, a.T0)
+	require.Equal(t, []float64{150, 100}, a.Count)
+	require.Equal(t, []float64{150 * 1000, 100 * 2000}, a.ISL)
+	require.Equal(t, []float64{15, 5}, a.Covered)
+	require.Equal(t, 10.0, a.rate(0), "rate of a covered bucket")
+	require.True(t, math.IsNaN(a.rate(1)), "a bucket observed for less than half its width has no rate")
+	require.True(t, math.IsNaN(a.rate(5)), "a bucket never observed has no rate")
+
+	// A history longer than AheadHistoryBuckets keeps its newest buckets.
+	for now := 40.0; now < 40+float64(AheadHistoryBuckets+10)*AheadBucketSeconds; now += 5 {
+		a.record(now, 5, 10, 1000, 100)
+	}
+	require.Len(t, a.Count, AheadHistoryBuckets)
+	require.Len(t, a.Recent, aheadBurstSeconds/5)
+	for i, b := range a.RecentBucket {
+		require.Less(t, b, len(a.Count), "recent %d points into the history", i)
+	}
+	// A gap longer than the history starts again.
+	a.record(1e6, 5, 10, 1000, 100)
+	require.Len(t, a.Count, 1)
+	require.Len(t, a.Recent, 1)
+}
+
+// feed records a rate function every 5 s from 0 to until.
+func feed(a *AheadState, until float64, rate func(t float64) float64) {
+	for now := 5.0; now <= until; now += 5 {
+		a.record(now, 5, rate(now-2.5)*5, 3000, 300)
+	}
+}
+
+func TestAheadState_Forecast(t *testing.T) {
+	t.Run("steady", func(t *testing.T) {
+		var a AheadState
+		feed(&a, 600, func(float64) float64 { return 10 })
+		f, ok := a.forecast(65)
+		require.True(t, ok)
+		require.InDelta(t, 10, f.Level, 1e-9)
+		require.InDelta(t, 10, f.Rate, 1e-9, "even arrivals: no margin")
+		require.Equal(t, 3000.0, f.ISL)
+		require.Zero(t, f.PeriodS)
+	})
+	t.Run("rising", func(t *testing.T) {
+		var a AheadState
+		feed(&a, 300, func(t float64) float64 { return 5 + 0.1*t })
+		f, ok := a.forecast(65)
+		require.True(t, ok)
+		require.InDelta(t, 0.1, f.Slope, 0.01)
+		require.Greater(t, f.Rate, 5+0.1*(300+60), "sized for the rate at the end of the lead time")
+	})
+	t.Run("bursts", func(t *testing.T) {
+		var a AheadState
+		feed(&a, 600, func(t float64) float64 {
+			if int(t/5)%6 == 0 {
+				return 60 // one interval in six carries the bucket's requests
+			}
+			return 0
+		})
+		f, ok := a.forecast(65)
+		require.True(t, ok)
+		require.InDelta(t, 10, f.Level, 1e-9)
+		require.InDelta(t, 50, f.Burst, 1e-9)
+		require.InDelta(t, 60, f.Rate, 1e-9, "the pools absorb the bursts")
+	})
+	t.Run("periodic", func(t *testing.T) {
+		var a AheadState
+		wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+		feed(&a, 1500, wave)
+		f, ok := a.forecast(65)
+		require.True(t, ok)
+		require.InDelta(t, 600, f.PeriodS, 30)
+		require.Greater(t, f.Seasonal, wave(1500+30), "the period predicts the rise")
+	})
+	t.Run("nothing yet", func(t *testing.T) {
+		var a AheadState
+		_, ok := a.forecast(65)
+		require.False(t, ok)
+	})
+}
+
+// aheadPlanner is the ahead policy on the test profile, disaggregated, 16 GPUs.
+func aheadPlanner(t *testing.T) (*Planner, State) {
+	t.Helper()
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	cfg := slaConfig(func(c *config.Config) {
+		c.ScalingPolicy = config.PolicyAhead
+		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 10, 16
+	})
+	p, err := New(cfg, prof)
+	require.NoError(t, err)
+	st := mustInit(t, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(prof.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(prof.Decode)})
+	require.NotNil(t, st.Ahead)
+	require.Nil(t, st.NextThroughputAt, "the ahead policy replaces the throughput loop")
+	require.Nil(t, st.Predictors)
+	return p, st
+}
+
+func aheadInput(now float64, readyP, readyD, expP, expD int, perSecond float64) Input {
+	traffic := &TrafficObservation{DurationS: 5, NumReq: ptr(perSecond * 5)}
+	if perSecond > 0 {
+		traffic.ISL, traffic.OSL = ptr(3000.0), ptr(300.0)
+	}
+	return Input{Now: now, Traffic: traffic,
+		Workers: &WorkerCounts{ReadyPrefill: ptr(readyP), ReadyDecode: ptr(readyD), ExpectedPrefill: ptr(expP), ExpectedDecode: ptr(expD)},
+		FPM:     &FPMObservations{}}
+}
+
+func TestAhead_Decisions(t *testing.T) {
+	p, st := aheadPlanner(t)
+	tick := p.NextTick(st)
+	require.True(t, tick.NeedTraffic && tick.FullTraffic, "every tick reads the traffic")
+	require.Equal(t, 5.0, tick.TrafficDurationS)
+
+	decide := func(in Input) (Decision, Diagnostics) {
+		t.Helper()
+		next, dec, diag, err := p.Decide(st, in)
+		require.NoError(t, err)
+		st = next
+		if !dec.Empty() {
+			st = p.Submitted(st, dec, in.Now)
+		}
+		return dec, diag
+	}
+
+	// Unreadable traffic holds: it is never zero demand.
+	in := aheadInput(5, 4, 4, 4, 4, 0)
+	in.Traffic.NumReq = nil
+	dec, diag := decide(in)
+	require.True(t, dec.Empty())
+	require.Equal(t, ReasonNoTrafficData, diag.LoadReasonPrefill)
+
+	// A surge to 40 req/s on 1P 1D: both pools go to what 40 req/s needs, in one step.
+	dec, diag = decide(aheadInput(10, 1, 1, 1, 1, 40))
+	require.NotNil(t, dec.Prefill)
+	require.NotNil(t, dec.Decode)
+	require.GreaterOrEqual(t, *dec.Prefill, 3, diag.Notes)
+	require.GreaterOrEqual(t, *dec.Decode, 3, diag.Notes)
+	require.Equal(t, ReasonScaleUp, diag.LoadReasonPrefill)
+	wantP, wantD := *dec.Prefill, *dec.Decode
+
+	// While they start, the same demand decides nothing more.
+	now := 15.0
+	for ; now < 70; now += 5 {
+		dec, _ = decide(aheadInput(now, 1, 1, wantP, wantD, 40))
+		require.True(t, dec.Empty(), "at %v", now)
+	}
+	// Ready: the startup delay is measured.
+	decide(aheadInput(now, wantP, wantD, wantP, wantD, 40))
+	require.InDelta(t, now-10, st.Ahead.StartupS, 1e-9)
+	lead := st.Ahead.StartupS + 5
+
+	// Demand falls to 2 req/s: no scale-down within the lead time of the last high need,
+	// and none while the observed TTFT breaks the SLA (the excess wait it shows may add
+	// engines).
+	start, provP := now, wantP
+	var downAt float64
+	for now += 5; now < start+10*lead; now += 5 {
+		in := aheadInput(now, provP, wantD, provP, wantD, 2)
+		slow := now < start+2*lead
+		in.Traffic.TTFTMs = ptr(70.0)
+		if slow {
+			in.Traffic.TTFTMs = ptr(300.0)
+		}
+		dec, diag = decide(in)
+		if dec.Prefill == nil {
+			continue
+		}
+		if slow {
+			require.Greater(t, *dec.Prefill, provP, "at %v: %v", now, diag.Notes)
+		} else if *dec.Prefill < provP {
+			downAt = now
+			break
+		}
+		provP = *dec.Prefill
+	}
+	require.NotZero(t, downAt, "the prefill pool scales down once the surplus is sure")
+	require.GreaterOrEqual(t, downAt, start+2*lead, "not while the observed TTFT breaks the SLA")
+}
+
+func TestAhead_BudgetAndMinimum(t *testing.T) {
+	p, st := aheadPlanner(t)
+	_, dec, diag, err := p.Decide(st, aheadInput(5, 1, 1, 1, 1, 1000))
+	require.NoError(t, err)
+	require.NotNil(t, dec.Prefill)
+	require.LessOrEqual(t, *dec.Prefill+*dec.Decode, 16, "never above max_gpu_budget: %v", diag.Notes)
+
+	_, dec, _, err = p.Decide(st, aheadInput(5, 3, 3, 3, 3, 0))
+	require.NoError(t, err)
+	require.True(t, dec.Empty(), "no scale-down before a lead time of traffic is known")
+}
+
+func TestAheadConfig(t *testing.T) {
+	c := slaConfig(func(c *config.Config) { c.ScalingPolicy = "ahead" })
+	require.NoError(t, c.Validate())
+	c.OptimizationTarget = config.TargetThroughput
+	require.ErrorContains(t, c.Validate(), "scaling_policy")
+	c = slaConfig(func(c *config.Config) { c.ScalingPolicy, c.Mode = "ahead", config.ModeAgg })
+	require.ErrorContains(t, c.Validate(), "agg")
+	c = slaConfig(func(c *config.Config) { c.ExpectedStartupSeconds = 30 })
+	require.ErrorContains(t, c.Validate(), "expected_startup_seconds", "only with the ahead policy")
+	c = slaConfig(func(c *config.Config) { c.ScalingPolicy, c.ExpectedStartupSeconds = "ahead", 7200 })
+	require.ErrorContains(t, c.Validate(), "expected_startup_seconds")
+	c = slaConfig(func(c *config.Config) { c.ScalingPolicy = "clairvoyant" })
+	require.ErrorContains(t, c.Validate(), "scaling_policy")
+}
