@@ -139,6 +139,12 @@ type Report struct {
 	GoodputTarget float64 `json:"goodput_target"`
 	StartupS      float64 `json:"startup_s"`
 	MaxGPUBudget  int     `json:"max_gpu_budget"`
+	// ScoredFromS is when scoring starts: the rows count the requests arriving from then on
+	// and the GPU-seconds provisioned from then on (the first startup window is scored for
+	// no one, since the runs start from different deployments).
+	ScoredFromS float64 `json:"scored_from_s"`
+	// LowerBoundGPUHours is LowerBound over the scored requests.
+	LowerBoundGPUHours float64 `json:"lower_bound_gpu_hours"`
 	// Oracle says which oracle was built.
 	Oracle string `json:"oracle,omitempty"`
 	Rows   []Row  `json:"rows"`
@@ -160,7 +166,8 @@ type job struct {
 }
 
 // Run evaluates the plan. Replays run in parallel; the rows come back in a fixed order:
-// the policies, the oracle, the static deployment, the sweep, the predictors.
+// the policies, the oracle, the best static deployment, the scenario's static deployments,
+// the sweep, the predictors.
 func Run(ctx context.Context, p Plan) (*Report, error) {
 	sc := p.Scenario
 	if sc == nil || p.Profile == nil || len(p.Requests) == 0 {
@@ -169,12 +176,15 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Trace: p.TraceDesc, Requests: len(p.Requests),
 		TTFTMs: sc.SLA.TTFTMs, ITLMs: sc.SLA.ITLMs, GoodputTarget: sc.GoodputTarget, StartupS: sc.StartupSeconds,
-		MaxGPUBudget: sc.MaxGPUBudget}
+		MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom()}
 	for _, r := range p.Requests {
 		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
 	}
 	jobs, err := p.jobs()
 	if err != nil {
+		return nil, err
+	}
+	if rep.LowerBoundGPUHours, err = LowerBound(p.Requests, p.Profile, sc.SLA.ITLMs, sc.ScoredFrom()); err != nil {
 		return nil, err
 	}
 	if p.Oracle {
@@ -277,7 +287,8 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	return rep, nil
 }
 
-// jobs lists the plan's replays in report order.
+// jobs lists the plan's replays in report order: the policies, the oracle, the best static
+// deployment, the scenario's static deployments, the startup sweep, the predictors.
 func (p Plan) jobs() ([]job, error) {
 	sc := p.Scenario
 	var jobs []job
@@ -334,6 +345,19 @@ func (p Plan) jobs() ([]job, error) {
 			return row, nil
 		}})
 	}
+	for _, d := range sc.Static {
+		jobs = append(jobs, job{name: fmt.Sprintf("static %dP %dD", d[0], d[1]), run: func(progress func(int, int)) (Row, error) {
+			o := base
+			o.Config, o.Static, o.InitialPrefill, o.InitialDecode, o.Progress = scoring, true, d[0], d[1], progress
+			res, err := replay.Run(p.Requests, o)
+			if err != nil {
+				return Row{}, err
+			}
+			row := p.row(fmt.Sprintf("static %dP %dD", d[0], d[1]), KindStatic, 0, res)
+			row.Deployment = fmt.Sprintf("%dP %dD", d[0], d[1])
+			return row, nil
+		}})
+	}
 	sweep := p.SweepPolicy
 	if sweep == "" && len(sc.Policies) > 0 {
 		sweep = sc.Policies[0].Name
@@ -379,14 +403,18 @@ func (p Plan) policyJob(name, kind string, cfg config.Config, startup time.Durat
 	}}
 }
 
-// row scores a replay.
+// row scores a replay from the plan's scoring start: the requests arriving from then on,
+// the GPU-seconds provisioned from then on.
 func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) Row {
-	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: len(res.Requests), Finished: res.Finished,
-		Goodput: res.Goodput, TTFT: res.TTFT, ITL: res.ITL, GPUHours: res.GPUSeconds / 3600,
-		PrefillGPUHours: res.PrefillGPUSeconds / 3600, DecodeGPUHours: res.DecodeGPUSeconds / 3600,
+	from := p.Scenario.ScoredFrom()
+	sc := replay.Score(res.Requests, p.Scenario.SLA.TTFTMs, p.Scenario.SLA.ITLMs, from)
+	pre, dec := gpuSecondsFrom(res.Replicas, from, res.Duration)
+	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: sc.Requests, Finished: sc.Finished,
+		Goodput: sc.Goodput, TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
+		PrefillGPUHours: pre / 3600, DecodeGPUHours: dec / 3600,
 		ScaleActions: res.ScaleActions, Reversals: res.Reversals, Replicas: res.Replicas}
-	if res.Good > 0 {
-		v := r.GPUHours / float64(res.Good) * 1000
+	if sc.Good > 0 {
+		v := r.GPUHours / float64(sc.Good) * 1000
 		r.GPUHoursPer1kGood = &v
 	}
 	for _, s := range res.Replicas {
@@ -395,6 +423,24 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 	}
 	r.Timeline = timeline(res, p.Scenario.SLA, TimelineStepSeconds)
 	return r
+}
+
+// gpuSecondsFrom integrates the engines provisioned (starting, ready and draining, 1 GPU
+// each) from from to end, per pool.
+func gpuSecondsFrom(samples []replay.ReplicaSample, from, end float64) (prefill, decode float64) {
+	for i, s := range samples {
+		until := end
+		if i+1 < len(samples) {
+			until = samples[i+1].At
+		}
+		lo, hi := math.Max(s.At, from), math.Min(until, end)
+		if hi <= lo {
+			continue
+		}
+		prefill += float64(s.Prefill.Ready+s.Prefill.Starting+s.Prefill.Draining) * (hi - lo)
+		decode += float64(s.Decode.Ready+s.Decode.Starting+s.Decode.Draining) * (hi - lo)
+	}
+	return prefill, decode
 }
 
 // timeline buckets a replay by arrival time.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/replay"
 )
 
 func profile(t testing.TB) *perf.Profile {
@@ -73,16 +74,18 @@ func TestLoadScenario(t *testing.T) {
 	require.True(t, th.IsEasyMode())
 
 	for name, tc := range map[string]struct{ body, want string }{
-		"unknown key":      {validScenario + "bogus: 1\n", "bogus"},
-		"no trace":         {strings.Replace(validScenario, "trace:", "x_trace:", 1), "x_trace"},
-		"target":           {strings.Replace(validScenario, "goodput_target: 0.9", "goodput_target: 1.5", 1), "goodput_target"},
-		"sla":              {strings.Replace(validScenario, "ttft_ms: 200", "ttft_ms: 0", 1), "sla"},
-		"budget":           {strings.Replace(validScenario, "max_gpu_budget: 8", "max_gpu_budget: 1", 1), "max_gpu_budget"},
-		"sinusoid":         {strings.Replace(validScenario, "min_rps: 1", "min_rps: 3", 1), "sinusoid"},
-		"unknown builtin":  {validScenario + "policies: [{name: a, builtin: nope}]\n", "unknown builtin"},
-		"bad config":       {validScenario + "policies: [{name: a, config: 'load_predictor: crystal_ball'}]\n", "load_predictor"},
-		"two sources":      {validScenario + "policies: [{name: a, builtin: dynamo-default, config: 'ttft: 1'}]\n", "exactly one"},
-		"duplicate policy": {validScenario + "policies: [{name: a, builtin: dynamo-default}, {name: a, builtin: dynamo-default}]\n", "twice"},
+		"unknown key":       {validScenario + "bogus: 1\n", "bogus"},
+		"no trace":          {strings.Replace(validScenario, "trace:", "x_trace:", 1), "x_trace"},
+		"target":            {strings.Replace(validScenario, "goodput_target: 0.9", "goodput_target: 1.5", 1), "goodput_target"},
+		"sla":               {strings.Replace(validScenario, "ttft_ms: 200", "ttft_ms: 0", 1), "sla"},
+		"budget":            {strings.Replace(validScenario, "max_gpu_budget: 8", "max_gpu_budget: 1", 1), "max_gpu_budget"},
+		"sinusoid":          {strings.Replace(validScenario, "min_rps: 1", "min_rps: 3", 1), "sinusoid"},
+		"unknown builtin":   {validScenario + "policies: [{name: a, builtin: nope}]\n", "unknown builtin"},
+		"bad config":        {validScenario + "policies: [{name: a, config: 'load_predictor: crystal_ball'}]\n", "load_predictor"},
+		"two sources":       {validScenario + "policies: [{name: a, builtin: dynamo-default, config: 'ttft: 1'}]\n", "exactly one"},
+		"static too big":    {validScenario + "static: [[4, 5]]\n", "static[0]"},
+		"static empty pool": {validScenario + "static: [[0, 2]]\n", "static[0]"},
+		"duplicate policy":  {validScenario + "policies: [{name: a, builtin: dynamo-default}, {name: a, builtin: dynamo-default}]\n", "twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))
@@ -93,7 +96,7 @@ func TestLoadScenario(t *testing.T) {
 }
 
 func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
-	sc, err := LoadScenario(writeScenario(t, validScenario))
+	sc, err := LoadScenario(writeScenario(t, validScenario+"static: [[2, 2]]\n"))
 	require.NoError(t, err)
 	plan := Plan{Scenario: sc, Requests: stepTrace(), TraceDesc: "step", Profile: profile(t), Oracle: true, Static: true,
 		StartupSweep: []time.Duration{0, time.Minute}, Predictors: []string{"constant", "arima"}, PredictorPolicy: PolicyDynamoSLA, Parallel: 2}
@@ -104,22 +107,34 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, calls)
 
+	require.Equal(t, 30.0, rep.ScoredFromS, "scored after the first startup window")
+	scored := 0
+	for _, q := range plan.Requests {
+		if q.Arrival >= rep.ScoredFromS {
+			scored++
+		}
+	}
+	require.Less(t, scored, len(plan.Requests))
 	var names, kinds []string
 	for _, r := range rep.Rows {
 		names, kinds = append(names, r.Name), append(kinds, r.Kind)
-		require.Equal(t, len(plan.Requests), r.Requests)
+		require.Equal(t, scored, r.Requests, "%s: the requests after the first startup window are scored", r.Name)
 		total := 0
 		for _, iv := range r.Timeline {
 			total += iv.Requests
 		}
-		require.Equal(t, r.Requests, total, "%s: the timeline holds every request", r.Name)
+		require.Equal(t, len(plan.Requests), total, "%s: the timeline holds every request", r.Name)
 		require.Positive(t, r.GPUHours)
 		require.InDelta(t, r.GPUHours, r.PrefillGPUHours+r.DecodeGPUHours, 1e-9)
 	}
-	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "ahead @0s",
+	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "static 2P 2D", "ahead @0s",
 		"ahead @60s", "dynamo-sla/constant", "dynamo-sla/arima"}, names)
-	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindStatic, KindSweep, KindSweep, KindPredictor, KindPredictor}, kinds)
+	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindStatic, KindStatic, KindSweep, KindSweep, KindPredictor, KindPredictor}, kinds)
 	oracle, static := rep.Rows[3], rep.Rows[4]
+	require.Equal(t, "2P 2D", rep.Rows[5].Deployment)
+	require.Positive(t, rep.LowerBoundGPUHours)
+	require.Less(t, rep.LowerBoundGPUHours, oracle.GPUHours, "no schedule beats the lower bound")
+	require.Less(t, rep.LowerBoundGPUHours, static.GPUHours)
 	require.GreaterOrEqual(t, oracle.Goodput, 0.9)
 	require.GreaterOrEqual(t, static.Goodput, 0.9)
 	require.Less(t, oracle.GPUHours, static.GPUHours, "the oracle follows the step; the static deployment is sized for it")
@@ -163,4 +178,31 @@ func TestRun_Errors(t *testing.T) {
 	cancel()
 	_, err = Run(ctx, Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t)})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestGPUSecondsFrom(t *testing.T) {
+	pc := func(ready, starting, draining int) replay.PoolCounts {
+		return replay.PoolCounts{Ready: ready, Starting: starting, Draining: draining}
+	}
+	samples := []replay.ReplicaSample{
+		{At: 0, Prefill: pc(1, 0, 0), Decode: pc(1, 0, 0)},
+		{At: 10, Prefill: pc(1, 2, 0), Decode: pc(1, 0, 1)},
+		{At: 30, Prefill: pc(3, 0, 0), Decode: pc(1, 0, 0)},
+	}
+	tests := []struct {
+		name           string
+		from, end      float64
+		prefill, decod float64
+	}{
+		{"whole", 0, 40, 1*10 + 3*20 + 3*10, 1*10 + 2*20 + 1*10},
+		{"from inside a sample", 20, 40, 3*10 + 3*10, 2*10 + 1*10},
+		{"from after the end", 50, 40, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, d := gpuSecondsFrom(samples, tc.from, tc.end)
+			require.InDelta(t, tc.prefill, p, 1e-9)
+			require.InDelta(t, tc.decod, d, 1e-9)
+		})
+	}
 }

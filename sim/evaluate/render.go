@@ -11,9 +11,14 @@ import (
 
 // tableHeader is the comparison table's columns.
 var tableHeader = []string{"run", "kind", "startup s", "deployment", "goodput", "TTFT p50/p90/p99 ms",
-	"ITL p50/p90/p99 ms", "GPU-h", "GPU-h/1k good", "actions", "reversals", "peak P/D", "note"}
+	"ITL p50/p90/p99 ms", "GPU-h", "÷ bound", "GPU-h/1k good", "actions", "reversals", "peak P/D", "note"}
 
-func (r Row) cells() []string {
+// cells are a row's table cells; bound is the report's lower bound on GPU-hours.
+func (r Row) cells(bound float64) []string {
+	ratio := "-"
+	if bound > 0 {
+		ratio = fmt.Sprintf("%.2f", r.GPUHours/bound)
+	}
 	per := "-"
 	if r.GPUHoursPer1kGood != nil {
 		per = fmt.Sprintf("%.3f", *r.GPUHoursPer1kGood)
@@ -25,19 +30,20 @@ func (r Row) cells() []string {
 	return []string{r.Name, r.Kind, fmt.Sprintf("%g", r.StartupS), dep, fmt.Sprintf("%.1f%%", 100*r.Goodput),
 		fmt.Sprintf("%.0f / %.0f / %.0f", r.TTFT.P50, r.TTFT.P90, r.TTFT.P99),
 		fmt.Sprintf("%.1f / %.1f / %.1f", r.ITL.P50, r.ITL.P90, r.ITL.P99),
-		fmt.Sprintf("%.2f", r.GPUHours), per, fmt.Sprint(r.ScaleActions), fmt.Sprint(r.Reversals),
+		fmt.Sprintf("%.2f", r.GPUHours), ratio, per, fmt.Sprint(r.ScaleActions), fmt.Sprint(r.Reversals),
 		fmt.Sprintf("%d/%d", r.PeakPrefill, r.PeakDecode), r.Note}
 }
 
 // WriteTable prints the report's comparison as aligned text.
 func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s: %s\n", rep.Scenario, rep.Trace)
-	fmt.Fprintf(w, "%d requests over %.0f s; SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; startup %g s; budget %d GPUs\n\n",
+	fmt.Fprintf(w, "%d requests over %.0f s; SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; startup %g s; budget %d GPUs\n",
 		rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs, 100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget)
+	fmt.Fprintf(w, "%s\n\n", rep.scoring())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(tableHeader, "\t"))
 	for _, r := range rep.Rows {
-		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
+		fmt.Fprintln(tw, strings.Join(r.cells(rep.LowerBoundGPUHours), "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -59,6 +65,13 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// scoring says what the rows score and the lower bound they are compared with.
+func (rep *Report) scoring() string {
+	return fmt.Sprintf("Scored from %g s (the first startup window counts for no run); lower bound %.2f GPU-h "+
+		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
+		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.ScoredFromS, rep.LowerBoundGPUHours)
+}
+
 func mape(v *float64) string {
 	if v == nil {
 		return "-"
@@ -71,14 +84,14 @@ func mape(v *float64) string {
 func (rep *Report) WriteHTML(w io.Writer) error {
 	rows := make([][]string, len(rep.Rows))
 	for i, r := range rep.Rows {
-		rows[i] = r.cells()
+		rows[i] = r.cells(rep.LowerBoundGPUHours)
 	}
 	intro := fmt.Sprintf("Scenario %s. Trace: %s; %d requests over %.0f s. SLA: TTFT %g ms, ITL %g ms (per request, "+
 		"(e2e − TTFT)/(OSL − 1)); goodput target %.0f%%; engine startup %g s; GPU budget %d. Engines are simulated "+
 		"(sim/engine, the measured H200 profile), 1 GPU each; GPU-hours count starting, ready and draining engines. "+
-		"Replayed on a virtual clock in %.1f s of wall time.",
+		"Replayed on a virtual clock in %.1f s of wall time. %s",
 		rep.Scenario, rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs, 100*rep.GoodputTarget,
-		rep.StartupS, rep.MaxGPUBudget, rep.WallSeconds)
+		rep.StartupS, rep.MaxGPUBudget, rep.WallSeconds, rep.scoring())
 	if rep.Description != "" {
 		intro = strings.TrimSpace(rep.Description) + "\n\n" + intro
 	}
@@ -169,12 +182,12 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(rep.Description))
 	}
 	fmt.Fprintf(w, "Trace: %s; %d requests over %.0f s. SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; "+
-		"startup %g s; budget %d GPUs.\n\n", rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs,
-		100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget)
+		"startup %g s; budget %d GPUs. %s\n\n", rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs,
+		100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget, rep.scoring())
 	head := tableHeader
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, r := range rep.Rows {
-		cells := r.cells()
+		cells := r.cells(rep.LowerBoundGPUHours)
 		for i, c := range cells {
 			cells[i] = strings.ReplaceAll(c, "|", "\\|")
 		}

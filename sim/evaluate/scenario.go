@@ -44,6 +44,9 @@ type Scenario struct {
 	OracleIntervalSeconds float64 `yaml:"oracle_interval_s"`
 	// Policies are the planner configurations compared (default: the built-in ones).
 	Policies []PolicySpec `yaml:"policies"`
+	// Static are fixed deployments scored beside the best one the search finds, each
+	// [prefill, decode] engines.
+	Static [][2]int `yaml:"static"`
 
 	dir string // the scenario file's folder: relative trace paths start there
 }
@@ -172,6 +175,11 @@ func (sc *Scenario) Validate() error {
 	case sc.Trace.Speedup < 0 || sc.Trace.FromSeconds < 0 || sc.Trace.LengthSeconds < 0 || sc.Trace.MaxContext < 0:
 		return bad("trace: from_s, length_s, speedup and max_context must be ≥ 0")
 	}
+	for i, d := range sc.Static {
+		if d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0] {
+			return bad("static[%d]: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", i, d[0], d[1], sc.MaxGPUBudget)
+		}
+	}
 	if sc.Trace.Speedup == 0 {
 		sc.Trace.Speedup = 1
 	}
@@ -218,6 +226,11 @@ func (s *SinusoidSpec) options() loadgen.SinusoidOptions {
 	return loadgen.SinusoidOptions{DurationS: s.DurationSeconds, MinRPS: s.MinRPS, MaxRPS: s.MaxRPS,
 		PeriodS: s.PeriodSeconds, ISL: s.ISL, OSL: s.OSL, Seed: s.Seed}
 }
+
+// ScoredFrom is when the scenario's runs start being scored (seconds): after the first
+// startup window, since the policies start from one engine per pool, the static
+// deployments from their own size and the oracle from what it ordered ahead.
+func (sc *Scenario) ScoredFrom() float64 { return sc.StartupSeconds }
 
 // StartupDelay is the scenario's engine startup delay.
 func (sc *Scenario) StartupDelay() time.Duration {

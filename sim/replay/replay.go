@@ -788,26 +788,49 @@ func (s *sim) summarise() {
 	res := &s.res
 	res.Duration = s.last
 	cfg := s.planner.Config()
+	sc := Score(res.Requests, cfg.TTFTMs, cfg.ITLMs, 0)
+	res.Finished, res.Good, res.Goodput, res.TTFT, res.ITL = sc.Finished, sc.Good, sc.Goodput, sc.TTFT, sc.ITL
+	res.PrefillGPUSeconds, res.DecodeGPUSeconds = s.p.gpuSec, s.d.gpuSec
+	res.GPUSeconds = s.p.gpuSec + s.d.gpuSec
+}
+
+// Scores are the outcome of a set of requests against the SLAs.
+type Scores struct {
+	// Requests counts the requests scored; Finished those that finished; Good those within
+	// both SLAs; Goodput is Good / Requests (unfinished requests are not good).
+	Requests, Finished, Good int
+	Goodput                  float64
+	// TTFT and ITL are the finished requests' latency percentiles (ITL: OSL > 1 only).
+	TTFT, ITL Percentiles
+}
+
+// Score scores the records that arrived at or after from (seconds) against a TTFT and an
+// ITL SLA in milliseconds.
+func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
+	var sc Scores
 	var ttft, itl []float64
-	for _, r := range res.Requests {
+	for _, r := range recs {
+		if r.Arrival < from {
+			continue
+		}
+		sc.Requests++
 		if !r.Finished {
 			continue
 		}
-		res.Finished++
+		sc.Finished++
 		ttft = append(ttft, r.TTFTMs)
 		if r.OSL > 1 {
 			itl = append(itl, r.ITLMs)
 		}
-		if r.TTFTMs <= cfg.TTFTMs && (r.OSL <= 1 || r.ITLMs <= cfg.ITLMs) {
-			res.Good++
+		if r.TTFTMs <= ttftMs && (r.OSL <= 1 || r.ITLMs <= itlMs) {
+			sc.Good++
 		}
 	}
-	if len(res.Requests) > 0 {
-		res.Goodput = float64(res.Good) / float64(len(res.Requests))
+	if sc.Requests > 0 {
+		sc.Goodput = float64(sc.Good) / float64(sc.Requests)
 	}
-	res.TTFT, res.ITL = percentiles(ttft), percentiles(itl)
-	res.PrefillGPUSeconds, res.DecodeGPUSeconds = s.p.gpuSec, s.d.gpuSec
-	res.GPUSeconds = s.p.gpuSec + s.d.gpuSec
+	sc.TTFT, sc.ITL = percentiles(ttft), percentiles(itl)
+	return sc
 }
 
 func percentiles(v []float64) Percentiles {

@@ -294,3 +294,21 @@ func requirePtr(t *testing.T, want, got *float64) {
 	require.NotNil(t, got)
 	require.InDelta(t, *want, *got, 1e-9)
 }
+
+func TestScore(t *testing.T) {
+	recs := []Record{
+		{Arrival: 1, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: 5},  // before from: not scored
+		{Arrival: 5, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: 5},  // good
+		{Arrival: 6, OSL: 10, Finished: true, TTFTMs: 300, ITLMs: 5},  // TTFT too long
+		{Arrival: 7, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: 50}, // ITL too long
+		{Arrival: 8, OSL: 1, Finished: true, TTFTMs: 100, ITLMs: 0},   // one token: no ITL, good
+		{Arrival: 9, OSL: 10}, // unfinished: not good
+	}
+	sc := Score(recs, 200, 10, 5)
+	require.Equal(t, 5, sc.Requests)
+	require.Equal(t, 4, sc.Finished)
+	require.Equal(t, 2, sc.Good)
+	require.InDelta(t, 0.4, sc.Goodput, 1e-12)
+	require.Equal(t, 100.0, sc.TTFT.P50)
+	require.Zero(t, Score(recs, 200, 10, 100).Goodput, "nothing to score")
+}
