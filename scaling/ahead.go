@@ -152,9 +152,10 @@ func (a *AheadState) recent(seconds float64) (n, isl, osl, cov float64) {
 }
 
 // burst is the request-weighted upper quantile of how much faster than their bucket's mean
-// the recent intervals' requests arrived: the excess rate that aheadBurstShare of the
-// recent requests exceeded (0 when they arrived evenly).
-func (a *AheadState) burst() float64 {
+// the recent intervals' requests arrived, beyond Poisson noise (which the queueing and
+// batch models already allow for): the excess rate that aheadBurstShare of the recent
+// requests exceeded (0 for Poisson arrivals). interval is the observations' length.
+func (a *AheadState) burst(interval float64) float64 {
 	type excess struct{ by, weight float64 }
 	var ex []excess
 	var total float64
@@ -163,7 +164,8 @@ func (a *AheadState) burst() float64 {
 		if b < 0 || b >= len(a.Count) || a.Covered[b] <= 0 || r <= 0 {
 			continue
 		}
-		ex = append(ex, excess{r - a.Count[b]/a.Covered[b], r})
+		mean := a.Count[b] / a.Covered[b]
+		ex = append(ex, excess{r - mean - aheadQuantileZ*math.Sqrt(mean/interval), r})
 		total += r
 	}
 	slices.SortFunc(ex, func(x, y excess) int { return cmp.Compare(y.by, x.by) })
@@ -193,18 +195,17 @@ type Forecast struct {
 	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
-	// Rate is the demand the prefill pool is sized for: the upper quantile of the forecast
-	// over the lead time, bursts within a bucket included. SmoothRate leaves those bursts
-	// out: the decode pool's requests last long enough to average them.
-	Rate, SmoothRate float64
+	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
+	// the lead time, bursts within a bucket included.
+	Rate float64
 	// ISL and OSL are the recent mean lengths.
 	ISL, OSL float64
-	// Burst is the excess rate of the recent bursts within a bucket (see burst).
+	// Burst is the excess rate of the recent bursts within a bucket, beyond Poisson noise.
 	Burst float64
 }
 
 // forecast predicts the request rate over the next lead seconds from the history.
-func (a *AheadState) forecast(lead float64) (Forecast, bool) {
+func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	var f Forecast
 	n, isl, osl, cov := a.recent(aheadLevelSeconds)
 	if cov <= 0 {
@@ -240,10 +241,10 @@ func (a *AheadState) forecast(lead float64) (Forecast, bool) {
 	// The level is about half a level window old; the engines decided now serve until the
 	// end of the lead time.
 	// Bursts within a bucket add to the variation between buckets.
-	f.Burst = a.burst()
+	f.Burst = a.burst(interval)
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 	up := f.Level + math.Max(0, f.Slope)*(lead+aheadLevelSeconds/2)
-	f.Rate, f.SmoothRate = up+margin, up+aheadQuantileZ*f.Spread
+	f.Rate = up + margin
 
 	if period, acf, ok := a.period(); ok {
 		f.PeriodS = float64(period * AheadBucketSeconds)
@@ -264,10 +265,8 @@ func (a *AheadState) forecast(lead float64) (Forecast, bool) {
 			if acf >= aheadTrustedCorrelation {
 				// A clear period: it knows the turns a trend overshoots.
 				f.Rate = math.Max(f.Level, f.Seasonal) + margin
-				f.SmoothRate = math.Max(f.Level, f.Seasonal) + aheadQuantileZ*f.Spread
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
-				f.SmoothRate = math.Max(f.SmoothRate, f.Seasonal+aheadQuantileZ*f.Spread)
 			}
 		}
 	}
@@ -437,7 +436,7 @@ func (t *tick) ahead() Decision {
 	d.ObservedNumReq = ptr(*tr.NumReq)
 
 	lead := t.aheadLead()
-	f, ok := a.forecast(lead)
+	f, ok := a.forecast(lead, t.p.loadI)
 	if !ok {
 		return hold(ReasonNoTrafficData, "no traffic history yet: holding")
 	}
@@ -553,7 +552,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	if !capacity.Eligible {
 		perEngine *= 0.5
 	}
-	rate := f.SmoothRate + backlog/lead
+	rate := f.Rate + backlog/lead
 	n := int(math.Ceil(rate / perEngine))
 	t.diag.EngineRPSDecode = ptr(perEngine)
 	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %d at the ITL SLA)",

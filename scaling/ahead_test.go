@@ -80,10 +80,20 @@ func feed(a *AheadState, until float64, rate func(t float64) float64) {
 }
 
 func TestAheadState_Forecast(t *testing.T) {
+	t.Run("poisson", func(t *testing.T) {
+		var a AheadState
+		for now := 5.0; now <= 600; now += 5 {
+			n := 50.0 + []float64{-7, 3, 0, 6, -4, 2}[int(now/5)%6] // Poisson-sized noise around 10 req/s
+			a.record(now, 5, n, 3000, 300)
+		}
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.Zero(t, f.Burst, "Poisson noise is not a burst")
+	})
 	t.Run("steady", func(t *testing.T) {
 		var a AheadState
 		feed(&a, 600, func(float64) float64 { return 10 })
-		f, ok := a.forecast(65)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 10, f.Level, 1e-9)
 		require.InDelta(t, 10, f.Rate, 1e-9, "even arrivals: no margin")
@@ -93,7 +103,7 @@ func TestAheadState_Forecast(t *testing.T) {
 	t.Run("rising", func(t *testing.T) {
 		var a AheadState
 		feed(&a, 300, func(t float64) float64 { return 5 + 0.1*t })
-		f, ok := a.forecast(65)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 0.1, f.Slope, 0.01)
 		require.Greater(t, f.Rate, 5+0.1*(300+60), "sized for the rate at the end of the lead time")
@@ -106,24 +116,25 @@ func TestAheadState_Forecast(t *testing.T) {
 			}
 			return 0
 		})
-		f, ok := a.forecast(65)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 10, f.Level, 1e-9)
-		require.InDelta(t, 50, f.Burst, 1e-9)
-		require.InDelta(t, 60, f.Rate, 1e-9, "the pools absorb the bursts")
+		poisson := aheadQuantileZ * math.Sqrt(10.0/5) // the part of the excess Poisson arrivals would have
+		require.InDelta(t, 50-poisson, f.Burst, 1e-9)
+		require.InDelta(t, 60-poisson, f.Rate, 1e-9, "the pools absorb the bursts")
 	})
 	t.Run("periodic", func(t *testing.T) {
 		var a AheadState
 		wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
 		feed(&a, 1500, wave)
-		f, ok := a.forecast(65)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 600, f.PeriodS, 30)
 		require.Greater(t, f.Seasonal, wave(1500+30), "the period predicts the rise")
 	})
 	t.Run("nothing yet", func(t *testing.T) {
 		var a AheadState
-		_, ok := a.forecast(65)
+		_, ok := a.forecast(65, 5)
 		require.False(t, ok)
 	})
 }

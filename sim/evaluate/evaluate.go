@@ -49,6 +49,8 @@ type Plan struct {
 	// Progress, when set, is called about every ProgressEvery (default 1 s) and at the end.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+
+	start [2]int // the policies' initial deployment (set by Run)
 }
 
 // Progress is a snapshot of a running evaluation.
@@ -143,6 +145,9 @@ type Report struct {
 	// and the GPU-seconds provisioned from then on (the first startup window is scored for
 	// no one, since the runs start from different deployments).
 	ScoredFromS float64 `json:"scored_from_s"`
+	// InitialPrefill and InitialDecode are the deployment the policies start from.
+	InitialPrefill int `json:"initial_prefill"`
+	InitialDecode  int `json:"initial_decode"`
 	// LowerBoundGPUHours is LowerBound over the scored requests.
 	LowerBoundGPUHours float64 `json:"lower_bound_gpu_hours"`
 	// Oracle says which oracle was built.
@@ -180,6 +185,11 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	for _, r := range p.Requests {
 		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
 	}
+	var err error
+	if p.start[0], p.start[1], err = p.initialDeployment(); err != nil {
+		return nil, err
+	}
+	rep.InitialPrefill, rep.InitialDecode = p.start[0], p.start[1]
 	jobs, err := p.jobs()
 	if err != nil {
 		return nil, err
@@ -391,11 +401,42 @@ func (p Plan) jobs() ([]job, error) {
 	return jobs, nil
 }
 
-// policyJob replays the trace under a planner configuration.
+// StartWindowSeconds is the start of the trace whose smallest serving deployment the
+// policies start from.
+const StartWindowSeconds = 60
+
+// initialDeployment is the deployment the policies start from: the smallest static one that
+// serves the requests of the first StartWindowSeconds at the goodput target (a planner takes
+// over a deployment sized for the load of the moment, not one engine per pool).
+func (p Plan) initialDeployment() (prefill, decode int, err error) {
+	sc := p.Scenario
+	var first []predict.Request
+	for _, r := range p.Requests {
+		if r.Arrival < StartWindowSeconds {
+			first = append(first, r)
+		}
+	}
+	if len(first) == 0 {
+		return 1, 1, nil
+	}
+	scoring, err := sc.apply(config.Default())
+	if err != nil {
+		return 0, 0, err
+	}
+	res, err := replay.BestStatic(first, replay.OracleOptions{Options: replay.Options{Config: scoring, Profile: p.Profile},
+		Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
+		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))})
+	if err != nil {
+		return 0, 0, fmt.Errorf("evaluate: initial deployment: %w", err)
+	}
+	return res.Prefill, res.Decode, nil
+}
+
+// policyJob replays the trace under a planner configuration, from the initial deployment.
 func (p Plan) policyJob(name, kind string, cfg config.Config, startup time.Duration) job {
 	return job{name: name, run: func(progress func(int, int)) (Row, error) {
 		res, err := replay.Run(p.Requests, replay.Options{Config: cfg, Profile: p.Profile, StartupDelay: startup,
-			InitialPrefill: 1, InitialDecode: 1, Progress: progress})
+			InitialPrefill: p.start[0], InitialDecode: p.start[1], Progress: progress})
 		if err != nil {
 			return Row{}, err
 		}

@@ -67,9 +67,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 // scoring says what the rows score and the lower bound they are compared with.
 func (rep *Report) scoring() string {
-	return fmt.Sprintf("Scored from %g s (the first startup window counts for no run); lower bound %.2f GPU-h "+
+	return fmt.Sprintf("Policies start from %dP %dD (the smallest static deployment serving the first %d s at the target); "+
+		"scored from %g s (the first startup window counts for no run); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
-		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.ScoredFromS, rep.LowerBoundGPUHours)
+		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.InitialPrefill, rep.InitialDecode, StartWindowSeconds,
+		rep.ScoredFromS, rep.LowerBoundGPUHours)
 }
 
 func mape(v *float64) string {

@@ -48,7 +48,8 @@ type Scenario struct {
 	// [prefill, decode] engines.
 	Static [][2]int `yaml:"static"`
 
-	dir string // the scenario file's folder: relative trace paths start there
+	dir       string // the scenario file's folder: relative trace paths start there
+	generated bool   // the requests come from the caller (robustness cases), not Trace
 }
 
 // SLA is the latency objective of a request.
@@ -160,7 +161,7 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidScenario, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case (sc.Trace.File == "") == (sc.Trace.Sinusoid == nil):
+	case !sc.generated && (sc.Trace.File == "") == (sc.Trace.Sinusoid == nil):
 		return bad("trace: give exactly one of file and sinusoid")
 	case !(sc.SLA.TTFTMs > 0) || !(sc.SLA.ITLMs > 0):
 		return bad("sla: ttft_ms and itl_ms must be > 0")
@@ -334,3 +335,6 @@ func (sc *Scenario) apply(cfg config.Config) (config.Config, error) {
 	}
 	return cfg, nil
 }
+
+// IsBuiltin reports whether name is a built-in policy.
+func IsBuiltin(name string) bool { _, ok := builtins[name]; return ok }

@@ -254,3 +254,50 @@ func send(ctx context.Context, client *http.Client, url string, r predict.Reques
 	}
 	return res
 }
+
+// RatesOptions describe a load that follows a rate series: the rate moves linearly from one
+// point to the next (StepS apart), each second's request count is Poisson with that mean
+// (spread evenly inside the second), and the lengths are drawn from exponential
+// distributions with the given means (at least 1 token, at most MaxTokens in all).
+type RatesOptions struct {
+	Rates            []float64
+	StepS, DurationS float64
+	MeanISL, MeanOSL float64
+	MaxTokens        int
+	Seed             uint64
+}
+
+// FromRates generates the load of o.
+func FromRates(o RatesOptions) ([]predict.Request, error) {
+	switch {
+	case len(o.Rates) == 0 || !(o.StepS > 0) || !(o.DurationS > 0) || o.DurationS > 7*24*3600:
+		return nil, fmt.Errorf("loadgen: rates: need rates, a step > 0 and a duration in (0, 1 week]")
+	case !(o.MeanISL >= 1) || !(o.MeanOSL >= 1) || o.MaxTokens < 2:
+		return nil, fmt.Errorf("loadgen: rates: mean lengths must be >= 1 and max tokens >= 2")
+	}
+	for _, r := range o.Rates {
+		if !(r >= 0) || math.IsInf(r, 0) || r > 1e5 {
+			return nil, fmt.Errorf("loadgen: rates: rate %v not in [0, 1e5]", r)
+		}
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	draw := func(mean float64, most int) int {
+		return max(1, min(most, int(math.Round(rng.ExpFloat64()*mean))))
+	}
+	var out []predict.Request
+	for s := 0; float64(s) < o.DurationS; s++ {
+		x := float64(s) / o.StepS
+		i := min(int(x), len(o.Rates)-1)
+		rate := o.Rates[i]
+		if i+1 < len(o.Rates) {
+			rate += (o.Rates[i+1] - o.Rates[i]) * (x - float64(i))
+		}
+		n := poisson(rng, rate)
+		for k := 0; k < n; k++ {
+			isl := draw(o.MeanISL, o.MaxTokens-1)
+			out = append(out, predict.Request{Arrival: float64(s) + float64(k)/float64(n), InputTokens: isl,
+				OutputTokens: draw(o.MeanOSL, o.MaxTokens-isl)})
+		}
+	}
+	return out, nil
+}

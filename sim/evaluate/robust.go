@@ -1,0 +1,379 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/loadgen"
+)
+
+// The robustness benchmark's trace sources. Each case draws one, a window and a rate scale.
+const (
+	SourceAzureCode     = "azure-code"
+	SourceMooncakeConv  = "mooncake-conversation"
+	SourceMooncakeSynth = "mooncake-synthetic"
+	SourceSinusoid      = "sinusoid"
+	SourceServeGen      = "servegen"
+)
+
+// RobustSources are the sources in the order cases cycle through them.
+var RobustSources = []string{SourceAzureCode, SourceMooncakeConv, SourceMooncakeSynth, SourceSinusoid, SourceServeGen}
+
+// RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
+// minute window, a 1–8× rate scale) on which the policies, the best static deployment and
+// (optionally) the oracle are scored with the same parameters everywhere.
+type RobustPlan struct {
+	Cases int
+	Seed  uint64
+	// DataDir holds the shared traces (../shared/data/traces).
+	DataDir string
+	Profile *perf.Profile
+	// Policies are built-in policy names (default: ahead, dynamo-sla).
+	Policies []string
+	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
+	Oracle   bool
+	Parallel int
+	// Progress, when set, is called after each case with the cases done.
+	Progress func(done, total int, c RobustCase)
+}
+
+// RobustCase is one case's description and scores.
+type RobustCase struct {
+	Name     string  `json:"name"`
+	Source   string  `json:"source"`
+	Detail   string  `json:"detail"`
+	Scale    float64 `json:"scale"`
+	Requests int     `json:"requests"`
+	TTFTMs   float64 `json:"ttft_sla_ms"`
+	ITLMs    float64 `json:"itl_sla_ms"`
+	// LowerBoundGPUHours is the case's lower bound; BestStatic the best static deployment.
+	LowerBoundGPUHours float64 `json:"lower_bound_gpu_hours"`
+	BestStatic         string  `json:"best_static"`
+	Rows               []Row   `json:"rows"`
+}
+
+// RobustReport is a robustness benchmark's outcome.
+type RobustReport struct {
+	Seed  uint64       `json:"seed"`
+	Cases []RobustCase `json:"cases"`
+}
+
+// robustSLA is each source's SLA (the scenarios' for the shared traces, Dynamo's test SLA
+// for sinusoids, a short-prompt chat SLA for ServeGen's language model).
+var robustSLA = map[string]SLA{
+	SourceAzureCode: {300, 10}, SourceMooncakeConv: {1000, 25}, SourceMooncakeSynth: {1000, 25},
+	SourceSinusoid: {200, 10}, SourceServeGen: {200, 10},
+}
+
+// robustMaxContext is the engines' context: longer requests are dropped, as in the scenarios.
+const robustMaxContext = 16384
+
+// robustBudget is every case's GPU budget (enough for 8× the shared traces' peaks).
+const robustBudget = 48
+
+// Cases draws the plan's cases (deterministic for a seed).
+func (rp RobustPlan) cases() ([]robustInput, error) {
+	if rp.Cases < 1 || rp.Cases > 1000 {
+		return nil, fmt.Errorf("evaluate: robustness: %d cases (want 1..1000)", rp.Cases)
+	}
+	traces := map[string][]predict.Request{}
+	load := func(file string) ([]predict.Request, error) {
+		if r, ok := traces[file]; ok {
+			return r, nil
+		}
+		r, err := predict.ReadTrace(filepath.Join(rp.DataDir, file))
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: robustness: %w", err)
+		}
+		traces[file] = r
+		return r, nil
+	}
+	var series []predict.RateSeries
+	var out []robustInput
+	for i := range rp.Cases {
+		rng := rand.New(rand.NewPCG(rp.Seed, uint64(i)))
+		src := RobustSources[i%len(RobustSources)]
+		length := 600 + 1200*rng.Float64() // 10–30 minutes replayed
+		scale := 1 + 7*rng.Float64()
+		in := robustInput{source: src, sla: robustSLA[src], scale: scale}
+		switch src {
+		case SourceSinusoid:
+			period := []float64{120, 300, 600, 900, 1200}[rng.IntN(5)]
+			lo := 1 + 9*rng.Float64()
+			hi := lo + 10 + 40*rng.Float64()
+			reqs, err := loadgen.Sinusoid(loadgen.SinusoidOptions{DurationS: math.Round(length), MinRPS: lo, MaxRPS: hi, PeriodS: period,
+				ISL: 3000, OSL: 300, Seed: rp.Seed*1000 + uint64(i)})
+			if err != nil {
+				return nil, err
+			}
+			in.scale = 1
+			in.reqs, in.detail = reqs, fmt.Sprintf("sinusoid %.0f–%.0f req/s, period %.0f s, %.0f s, ISL 3000 OSL 300", lo, hi, period, length)
+		case SourceServeGen:
+			if series == nil {
+				s, err := predict.ReadServeGenAggregate(filepath.Join(rp.DataDir, "servegen_aggregate_10min.csv"))
+				if err != nil {
+					return nil, fmt.Errorf("evaluate: robustness: %w", err)
+				}
+				series = s
+			}
+			s := series[rng.IntN(len(series))]
+			// Ten-minute windows compressed to one minute, scaled to a mean of 2–5 req/s × scale.
+			steps := int(math.Ceil(length/60)) + 1
+			if len(s.Counts) < steps {
+				return nil, fmt.Errorf("evaluate: robustness: servegen %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Counts), steps)
+			}
+			from := rng.IntN(len(s.Counts) - steps + 1)
+			window := slices.Clone(s.Counts[from : from+steps])
+			var sum float64
+			for _, c := range window {
+				sum += c
+			}
+			if sum == 0 {
+				window, sum = slices.Repeat([]float64{1}, steps), float64(steps)
+			}
+			mean := (2 + 3*rng.Float64()) * scale
+			for k := range window {
+				window[k] *= mean * float64(steps) / sum
+			}
+			reqs, err := loadgen.FromRates(loadgen.RatesOptions{Rates: window, StepS: 60, DurationS: math.Round(length),
+				MeanISL: 360, MeanOSL: 290, MaxTokens: robustMaxContext, Seed: rp.Seed*1000 + uint64(i)})
+			if err != nil {
+				return nil, err
+			}
+			in.reqs = reqs
+			in.detail = fmt.Sprintf("servegen %s/%s windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
+				s.Category, s.Model, from, from+steps-1, mean, length)
+		default:
+			file := map[string]string{SourceAzureCode: "AzureLLMInferenceTrace_code_2023.csv",
+				SourceMooncakeConv: "mooncake_fast25_conversation_trace.jsonl", SourceMooncakeSynth: "mooncake_fast25_synthetic_trace.jsonl"}[src]
+			all, err := load(file)
+			if err != nil {
+				return nil, err
+			}
+			span := all[len(all)-1].Arrival
+			want := length * scale
+			if want > span {
+				want = span
+			}
+			from := rng.Float64() * (span - want)
+			var reqs []predict.Request
+			for _, r := range loadgen.Window(all, from, want) {
+				if r.InputTokens+r.OutputTokens > robustMaxContext {
+					continue
+				}
+				r.Arrival /= scale
+				reqs = append(reqs, r)
+			}
+			in.reqs, in.detail = reqs, fmt.Sprintf("%s from %.0f s, %.0f s at %.1f×", file, from, want, scale)
+		}
+		if len(in.reqs) == 0 {
+			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) has no request", i, in.detail)
+		}
+		in.name = fmt.Sprintf("case-%02d-%s", i, src)
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// robustInput is one case's drawn trace.
+type robustInput struct {
+	name, source, detail string
+	scale                float64
+	sla                  SLA
+	reqs                 []predict.Request
+}
+
+// Robustness runs the plan: each case through Run (policies, best static, oracle when
+// asked), Parallel cases at a time.
+func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
+	if rp.Profile == nil {
+		return nil, errors.New("evaluate: robustness: no profile")
+	}
+	policies := rp.Policies
+	if len(policies) == 0 {
+		policies = []string{PolicyAhead, PolicyDynamoSLA}
+	}
+	inputs, err := rp.cases()
+	if err != nil {
+		return nil, err
+	}
+	rep := &RobustReport{Seed: rp.Seed, Cases: make([]RobustCase, len(inputs))}
+	errs := make([]error, len(inputs))
+	sem := make(chan struct{}, max(1, rp.Parallel))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	done := 0
+	for i, in := range inputs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, err := rp.runCase(ctx, in, policies)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Cases[i], errs[i] = c, err
+			done++
+			if err == nil && rp.Progress != nil {
+				rp.Progress(done, len(inputs), c)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// runCase scores one case (its replays one at a time: the cases run in parallel).
+func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string) (RobustCase, error) {
+	sc := &Scenario{Name: in.name, Description: in.detail, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: 60,
+		MaxGPUBudget: robustBudget, generated: true}
+	for _, p := range policies {
+		sc.Policies = append(sc.Policies, PolicySpec{Name: p, Builtin: p})
+	}
+	if err := sc.Validate(); err != nil {
+		return RobustCase{}, err
+	}
+	r, err := Run(ctx, Plan{Scenario: sc, Requests: in.reqs, TraceDesc: in.detail, Profile: rp.Profile,
+		Oracle: rp.Oracle, Static: true, Parallel: 1})
+	if err != nil {
+		return RobustCase{}, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
+	}
+	c := RobustCase{Name: in.name, Source: in.source, Detail: in.detail, Scale: in.scale, Requests: len(in.reqs),
+		TTFTMs: in.sla.TTFTMs, ITLMs: in.sla.ITLMs, LowerBoundGPUHours: r.LowerBoundGPUHours, Rows: r.Rows}
+	for k := range c.Rows {
+		c.Rows[k].Timeline, c.Rows[k].Replicas = nil, nil // the cases' summary only
+		if c.Rows[k].Kind == KindStatic {
+			c.BestStatic = c.Rows[k].Deployment
+		}
+	}
+	return c, nil
+}
+
+// RobustSummary is one run's distribution over the cases.
+type RobustSummary struct {
+	Name string `json:"name"`
+	// MinGoodput and MedianGoodput are over the cases; Meets90 and Meets95 count the cases
+	// at or above 90% and 95%.
+	MinGoodput, MedianGoodput float64
+	Meets90, Meets95          int
+	// MedianVsBound and MaxVsBound are GPU-hours over the lower bound; MedianVsStatic and
+	// MedianVsOracle over the best static deployment's and the oracle's (0: not run).
+	MedianVsBound, MaxVsBound, MedianVsStatic, MedianVsOracle float64
+}
+
+// Summaries are the report's distributions, one per run name, in row order.
+func (rep *RobustReport) Summaries() []RobustSummary {
+	var names []string
+	type acc struct{ goodput, vsBound, vsStatic, vsOracle []float64 }
+	accs := map[string]*acc{}
+	for _, c := range rep.Cases {
+		var static, oracle float64
+		for _, r := range c.Rows {
+			switch r.Kind {
+			case KindStatic:
+				static = r.GPUHours
+			case KindOracle:
+				oracle = r.GPUHours
+			}
+		}
+		for _, r := range c.Rows {
+			a, ok := accs[r.Name]
+			if !ok {
+				a = &acc{}
+				accs[r.Name] = a
+				names = append(names, r.Name)
+			}
+			a.goodput = append(a.goodput, r.Goodput)
+			if c.LowerBoundGPUHours > 0 {
+				a.vsBound = append(a.vsBound, r.GPUHours/c.LowerBoundGPUHours)
+			}
+			if static > 0 {
+				a.vsStatic = append(a.vsStatic, r.GPUHours/static)
+			}
+			if oracle > 0 {
+				a.vsOracle = append(a.vsOracle, r.GPUHours/oracle)
+			}
+		}
+	}
+	var out []RobustSummary
+	for _, n := range names {
+		a := accs[n]
+		s := RobustSummary{Name: n, MinGoodput: slices.Min(a.goodput), MedianGoodput: median(a.goodput),
+			MedianVsBound: median(a.vsBound), MedianVsStatic: median(a.vsStatic), MedianVsOracle: median(a.vsOracle)}
+		if len(a.vsBound) > 0 {
+			s.MaxVsBound = slices.Max(a.vsBound)
+		}
+		for _, g := range a.goodput {
+			if g >= 0.9 {
+				s.Meets90++
+			}
+			if g >= 0.95 {
+				s.Meets95++
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WriteMarkdown writes the benchmark: the distribution per run, then every case.
+func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
+	fmt.Fprintf(w, "Seed %d, %d cases, each scored from 60 s; budget %d GPUs; startup 60 s.\n\n", rep.Seed, len(rep.Cases), robustBudget)
+	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|\n")
+	for _, s := range rep.Summaries() {
+		oracle := "-"
+		if s.MedianVsOracle > 0 {
+			oracle = fmt.Sprintf("%.2f", s.MedianVsOracle)
+		}
+		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %d of %d | %d of %d | %.2f / %.2f | %.2f | %s |\n", s.Name, 100*s.MinGoodput,
+			100*s.MedianGoodput, s.Meets90, len(rep.Cases), s.Meets95, len(rep.Cases), s.MedianVsBound, s.MaxVsBound, s.MedianVsStatic, oracle)
+	}
+	fmt.Fprintf(w, "\n| case | trace | requests | SLA ms | bound GPU-h | best static | %s |\n|---|---|---|---|---|---|%s\n",
+		strings.Join(rep.runNames(), " goodput / GPU-h | ")+" goodput / GPU-h", strings.Repeat("---|", len(rep.runNames())))
+	for _, c := range rep.Cases {
+		cells := []string{c.Name, c.Detail, fmt.Sprint(c.Requests), fmt.Sprintf("%g / %g", c.TTFTMs, c.ITLMs),
+			fmt.Sprintf("%.2f", c.LowerBoundGPUHours), c.BestStatic}
+		for _, r := range c.Rows {
+			cells = append(cells, fmt.Sprintf("%.1f%% / %.2f", 100*r.Goodput, r.GPUHours))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+func (rep *RobustReport) runNames() []string {
+	if len(rep.Cases) == 0 {
+		return nil
+	}
+	var out []string
+	for _, r := range rep.Cases[0].Rows {
+		out = append(out, r.Name)
+	}
+	return out
+}
