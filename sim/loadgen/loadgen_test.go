@@ -93,3 +93,37 @@ func TestRunSpeedupAndFailures(t *testing.T) {
 	_, err = Run(context.Background(), reqs, Options{URL: srv.URL, Speedup: 0})
 	require.ErrorContains(t, err, "speed-up")
 }
+
+func TestFromRates(t *testing.T) {
+	o := RatesOptions{Rates: []float64{10, 30}, StepS: 100, DurationS: 200, MeanISL: 300, MeanOSL: 100, MaxTokens: 1000, Seed: 1}
+	a, err := FromRates(o)
+	require.NoError(t, err)
+	b, err := FromRates(o)
+	require.NoError(t, err)
+	require.Equal(t, a, b, "seeded")
+	// The rate moves from 10 to 30 over the first 100 s and stays at 30: 2,000 + 3,000 requests expected.
+	require.InDelta(t, 5000, len(a), 250)
+	var first, isl float64
+	for _, r := range a {
+		if r.Arrival < 100 {
+			first++
+		}
+		isl += float64(r.InputTokens)
+		require.GreaterOrEqual(t, r.InputTokens, 1)
+		require.GreaterOrEqual(t, r.OutputTokens, 1)
+		require.LessOrEqual(t, r.InputTokens+r.OutputTokens, 1000)
+		require.Less(t, r.Arrival, 200.0)
+	}
+	require.InDelta(t, 2000, first, 150)
+	require.InDelta(t, 300, isl/float64(len(a)), 30)
+
+	for name, bad := range map[string]RatesOptions{
+		"no rates":      {StepS: 1, DurationS: 1, MeanISL: 1, MeanOSL: 1, MaxTokens: 2},
+		"negative rate": {Rates: []float64{-1}, StepS: 1, DurationS: 1, MeanISL: 1, MeanOSL: 1, MaxTokens: 2},
+		"absurd length": {Rates: []float64{1}, StepS: 1, DurationS: 1e9, MeanISL: 1, MeanOSL: 1, MaxTokens: 2},
+		"tiny context":  {Rates: []float64{1}, StepS: 1, DurationS: 1, MeanISL: 1, MeanOSL: 1, MaxTokens: 1},
+	} {
+		_, err := FromRates(bad)
+		require.Error(t, err, name)
+	}
+}
