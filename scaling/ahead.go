@@ -46,6 +46,8 @@ const (
 	// aheadBurstTail is how much larger than the mean a burst the pool serves within the
 	// TTFT SLA.
 	aheadBurstTail = 1.5
+	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
+	aheadITLWatch = 0.8
 	// aheadBurstSeconds is how far back the recent interval rates go.
 	aheadBurstSeconds = 300
 	// aheadMaxRecent bounds the recent interval rates kept.
@@ -75,6 +77,9 @@ type AheadState struct {
 	// of each: the bursts within a bucket the pools must absorb.
 	Recent       []float64 `json:"recent"`
 	RecentBucket []int     `json:"recent_bucket"`
+	// DecodeConcurrency are the decode pool's concurrency at the newest ticks, over the last
+	// lead time.
+	DecodeConcurrency []float64 `json:"decode_concurrency,omitempty"`
 	// StartupS is the measured startup delay (0: none measured yet).
 	StartupS float64 `json:"startup_s,omitempty"`
 	// ExcessWait is the prefill wait the queueing model does not explain, in engine-seconds:
@@ -96,6 +101,7 @@ func (a *AheadState) clone() *AheadState {
 	c := *a
 	c.Count, c.ISL, c.OSL, c.Covered = slices.Clone(a.Count), slices.Clone(a.ISL), slices.Clone(a.OSL), slices.Clone(a.Covered)
 	c.Recent, c.RecentBucket = slices.Clone(a.Recent), slices.Clone(a.RecentBucket)
+	c.DecodeConcurrency = slices.Clone(a.DecodeConcurrency)
 	if a.UpPrefill != nil {
 		c.UpPrefill = ptr(*a.UpPrefill)
 	}
@@ -196,8 +202,9 @@ type Forecast struct {
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
 	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
-	// the lead time, bursts within a bucket included.
-	Rate float64
+	// the lead time, bursts within a bucket included; Expected is the forecast without the
+	// margins.
+	Rate, Expected float64
 	// ISL and OSL are the recent mean lengths.
 	ISL, OSL float64
 	// Burst is the excess rate of the recent bursts within a bucket, beyond Poisson noise.
@@ -244,7 +251,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	f.Burst = a.burst(interval)
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 	up := f.Level + math.Max(0, f.Slope)*(lead+aheadLevelSeconds/2)
-	f.Rate = up + margin
+	f.Rate, f.Expected = up+margin, up
 
 	if period, acf, ok := a.period(); ok {
 		f.PeriodS = float64(period * AheadBucketSeconds)
@@ -264,9 +271,11 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			f.Seasonal = ahead * scale
 			if acf >= aheadTrustedCorrelation {
 				// A clear period: it knows the turns a trend overshoots.
-				f.Rate = math.Max(f.Level, f.Seasonal) + margin
+				f.Expected = math.Max(f.Level, f.Seasonal)
+				f.Rate = f.Expected + margin
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
+				f.Expected = math.Max(f.Expected, f.Seasonal)
 			}
 		}
 	}
@@ -555,8 +564,15 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	rate := f.Rate + backlog/lead
 	n := int(math.Ceil(rate / perEngine))
 	t.diag.EngineRPSDecode = ptr(perEngine)
-	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %d at the ITL SLA)",
-		n, rate, backlog, perEngine, keep, capacity.BatchSize), true
+	// What the engines really hold (which carries the bursts too short for the traffic's
+	// intervals): the upper quantile of the last lead time's concurrency, kept within the
+	// SLA batch.
+	held := t.observeConcurrency(m, math.Max(1, f.ISL)+math.Max(1, f.OSL)/2, lead)
+	if m := int(math.Ceil(held / keep)); m > n {
+		n = m
+	}
+	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %d at the ITL SLA; %.0f requests held at the %.0f%% quantile)",
+		n, rate, backlog, perEngine, keep, capacity.BatchSize, held, 100*(1-aheadBurstShare)), true
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped
@@ -573,6 +589,59 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 	observed := math.Min(*tr.TTFTMs, 2*t.p.cfg.TTFTMs)/1000 - service
 	a.ExcessWait += aheadExcessWeight * (float64(ready)*(observed-model) - a.ExcessWait)
 	return math.Max(0, a.ExcessWait)
+}
+
+// observeConcurrency records the decode pool's concurrency — the running plus queued
+// requests of its FPMs or, when the observed mean ITL nears the SLA (aheadITLWatch) and
+// that is more, the batch the observed mean ITL implies on each ready engine (per the perf
+// model, at context ctx), which also sees the bursts between two ticks — and returns the
+// (1 − aheadBurstShare) quantile of the last window seconds' (0 without any).
+func (t *tick) observeConcurrency(m *perf.EngineModel, ctx, window float64) float64 {
+	a := t.st.Ahead
+	tr := t.in.Traffic
+	var c float64
+	for _, s := range t.stats(Decode) {
+		c += float64(s.Scheduled.NumDecodeRequests + s.Queued.NumDecodeRequests)
+	}
+	if tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs > aheadITLWatch*t.p.cfg.ITLMs && t.current(Decode) > 0 {
+		c = math.Max(c, float64(t.current(Decode))*impliedBatch(m, ctx, *tr.ITLMs/1000*t.acceptLength()))
+	}
+	a.DecodeConcurrency = append(a.DecodeConcurrency, c)
+	if keep := min(aheadMaxRecent, max(1, int(math.Ceil(window/t.p.loadI)))); len(a.DecodeConcurrency) > keep {
+		a.DecodeConcurrency = slices.Delete(a.DecodeConcurrency, 0, len(a.DecodeConcurrency)-keep)
+	}
+	sorted := slices.Clone(a.DecodeConcurrency)
+	slices.Sort(sorted)
+	return sorted[min(len(sorted)-1, int(math.Floor((1-aheadBurstShare)*float64(len(sorted)))))]
+}
+
+// impliedBatch is the decode batch whose modelled iteration takes itl seconds at context
+// ctx (0 when even one request is slower: the model says nothing; at most 4096).
+func impliedBatch(m *perf.EngineModel, ctx, itl float64) float64 {
+	at := func(b float64) float64 {
+		f := perf.FPM{Scheduled: perf.ScheduledRequests{NumDecodeRequests: int64(math.Ceil(b)), SumDecodeKVTokens: int64(math.Ceil(b * ctx))}}
+		v, ok := m.ScheduledDecodeITL(&f, perf.DecodeQuery{DecodeScale: 1})
+		if !ok {
+			return math.Inf(1)
+		}
+		return v
+	}
+	lo, hi := 1.0, 4096.0
+	if at(lo) >= itl {
+		return 0
+	}
+	if at(hi) <= itl {
+		return hi
+	}
+	for range 30 {
+		mid := (lo + hi) / 2
+		if at(mid) <= itl {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // measureStartup measures the startup delay on the scale-ups that became ready.
