@@ -14,16 +14,17 @@ import (
 // The ahead policy's fixed parameters. They are the same for every deployment and trace;
 // docs/policy.md says where each comes from.
 const (
-	// AheadBucketSeconds is the width of the request-rate history's buckets.
-	AheadBucketSeconds = 30
-	// AheadHistoryBuckets bounds the history: one hour, so periods up to 30 minutes are
-	// detected (two periods are needed).
+	// AheadMaxBucketSeconds bounds the width of the request-rate history's buckets, which
+	// is half the expected lead time (30 s for a 60 s startup and a 5 s interval), a whole
+	// number of intervals. The other windows are counted in buckets, so the policy works
+	// at the deployment's own time scale.
+	AheadMaxBucketSeconds = 60
+	// AheadHistoryBuckets bounds the history: 120 buckets (an hour of 30 s buckets), so
+	// periods up to 60 buckets are detected (two periods are needed).
 	AheadHistoryBuckets = 120
-	// aheadLevelSeconds is how much recent traffic the current rate is measured over.
-	aheadLevelSeconds = 30
-	// aheadTrendSeconds is the shortest window the trend is fitted over (at least twice the
-	// lead time).
-	aheadTrendSeconds = 120
+	// aheadTrendBuckets is the shortest window the trend is fitted over, in buckets (at
+	// least twice the lead time).
+	aheadTrendBuckets = 4
 	// aheadLengthSeconds is the window the mean ISL and OSL are taken over.
 	aheadLengthSeconds = 300
 	// aheadQuantileZ is the forecast's upper quantile (90%), in standard deviations of the
@@ -48,8 +49,8 @@ const (
 	aheadBurstTail = 1.5
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
-	// aheadBurstSeconds is how far back the recent interval rates go.
-	aheadBurstSeconds = 300
+	// aheadBurstBuckets is how far back the recent interval rates go, in buckets.
+	aheadBurstBuckets = 10
 	// aheadMaxRecent bounds the recent interval rates kept.
 	aheadMaxRecent = 300
 	// aheadBurstShare is the share of recent requests allowed to have arrived faster than
@@ -64,6 +65,8 @@ const (
 // (requests, summed prompt and output tokens, seconds observed) and the startup delay
 // measured on its scale-ups.
 type AheadState struct {
+	// BucketS is the buckets' width in seconds (fixed when the planner starts).
+	BucketS float64 `json:"bucket_s"`
 	// T0 is the start of the first bucket (seconds, the planner's clock).
 	T0 float64 `json:"t0"`
 	// Count, ISL, OSL and Covered are per bucket: requests, their summed input and output
@@ -73,7 +76,7 @@ type AheadState struct {
 	OSL     []float64 `json:"osl"`
 	Covered []float64 `json:"cov"`
 	// Recent are the request rates of the newest observations (one per interval, newest
-	// last, at most aheadBurstSeconds of them) and RecentBucket the bucket (index from T0)
+	// last, over aheadBurstBuckets buckets) and RecentBucket the bucket (index from T0)
 	// of each: the bursts within a bucket the pools must absorb.
 	Recent       []float64 `json:"recent"`
 	RecentBucket []int     `json:"recent_bucket"`
@@ -115,16 +118,16 @@ func (a *AheadState) clone() *AheadState {
 func (a *AheadState) record(now, dur, n, isl, osl float64) {
 	mid := now - dur/2
 	if len(a.Count) == 0 {
-		a.T0 = math.Floor(mid/AheadBucketSeconds) * AheadBucketSeconds
+		a.T0 = math.Floor(mid/a.BucketS) * a.BucketS
 	}
-	idx := int(math.Floor((mid - a.T0) / AheadBucketSeconds))
+	idx := int(math.Floor((mid - a.T0) / a.BucketS))
 	if idx < 0 {
 		return // older than the history: ignored
 	}
 	if idx >= len(a.Count)+AheadHistoryBuckets {
 		// A gap longer than the history: start again.
 		a.Count, a.ISL, a.OSL, a.Covered, a.Recent, a.RecentBucket = nil, nil, nil, nil, nil, nil
-		a.T0 = math.Floor(mid/AheadBucketSeconds) * AheadBucketSeconds
+		a.T0 = math.Floor(mid/a.BucketS) * a.BucketS
 		idx = 0
 	}
 	for len(a.Count) <= idx {
@@ -135,13 +138,13 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 	a.OSL[idx] += n * osl
 	a.Covered[idx] += dur
 	a.Recent, a.RecentBucket = append(a.Recent, n/dur), append(a.RecentBucket, idx)
-	if keep := min(aheadMaxRecent, max(1, int(math.Ceil(aheadBurstSeconds/dur)))); len(a.Recent) > keep {
+	if keep := min(aheadMaxRecent, max(1, int(math.Ceil(aheadBurstBuckets*a.BucketS/dur)))); len(a.Recent) > keep {
 		a.Recent = slices.Delete(a.Recent, 0, len(a.Recent)-keep)
 		a.RecentBucket = slices.Delete(a.RecentBucket, 0, len(a.RecentBucket)-keep)
 	}
 	if drop := len(a.Count) - AheadHistoryBuckets; drop > 0 {
 		a.Count, a.ISL, a.OSL, a.Covered = a.Count[drop:], a.ISL[drop:], a.OSL[drop:], a.Covered[drop:]
-		a.T0 += float64(drop) * AheadBucketSeconds
+		a.T0 += float64(drop) * a.BucketS
 		for i := range a.RecentBucket {
 			a.RecentBucket[i] -= drop
 		}
@@ -187,7 +190,7 @@ func (a *AheadState) burst(interval float64) float64 {
 
 // rate is bucket i's request rate (NaN when it was not observed enough to say).
 func (a *AheadState) rate(i int) float64 {
-	if i < 0 || i >= len(a.Count) || a.Covered[i] < AheadBucketSeconds/2 {
+	if i < 0 || i >= len(a.Count) || a.Covered[i] < a.BucketS/2 {
 		return math.NaN()
 	}
 	return a.Count[i] / a.Covered[i]
@@ -214,7 +217,7 @@ type Forecast struct {
 // forecast predicts the request rate over the next lead seconds from the history.
 func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	var f Forecast
-	n, isl, osl, cov := a.recent(aheadLevelSeconds)
+	n, isl, osl, cov := a.recent(math.Max(a.BucketS, 2*interval))
 	if cov <= 0 {
 		return f, false
 	}
@@ -226,23 +229,23 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 
 	// Trend: a weighted least-squares line through the complete buckets of the window.
-	window := math.Max(aheadTrendSeconds, 2*lead)
+	window := math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
 	last := len(a.Count) - 1
 	var xs, ys []float64
-	for i := last; i >= 0 && float64(last-i)*AheadBucketSeconds < window; i-- {
+	for i := last; i >= 0 && float64(last-i)*a.BucketS < window; i-- {
 		if r := a.rate(i); !math.IsNaN(r) {
 			xs, ys = append(xs, float64(i)), append(ys, r)
 		}
 	}
 	if len(xs) >= 3 {
 		slope, icept := fitLine(xs, ys)
-		f.Slope = slope / AheadBucketSeconds
+		f.Slope = slope / a.BucketS
 		var ss float64
 		for i := range xs {
 			d := ys[i] - (icept + slope*xs[i])
 			ss += d * d
 		}
-		variance := ss/float64(len(xs)-2) - f.Level/AheadBucketSeconds // minus Poisson noise
+		variance := ss/float64(len(xs)-2) - f.Level/a.BucketS // minus Poisson noise
 		f.Spread = math.Sqrt(math.Max(0, variance))
 	}
 	// The level is about half a level window old; the engines decided now serve until the
@@ -250,18 +253,18 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
-	up := f.Level + math.Max(0, f.Slope)*(lead+aheadLevelSeconds/2)
+	up := f.Level + math.Max(0, f.Slope)*(lead+math.Max(a.BucketS, 2*interval)/2)
 	f.Rate, f.Expected = up+margin, up
 
 	if period, acf, ok := a.period(); ok {
-		f.PeriodS = float64(period * AheadBucketSeconds)
+		f.PeriodS = float64(period) * a.BucketS
 		// The last period's level against the one before it: how the pattern has grown.
 		scale := 1.0
 		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 {
 			scale = math.Min(2, math.Max(0.5, cur/prev))
 		}
 		ahead := math.NaN()
-		steps := int(math.Ceil(lead / AheadBucketSeconds))
+		steps := int(math.Ceil(lead / a.BucketS))
 		for h := 0; h <= steps; h++ {
 			if r := a.rate(last - period + h); !math.IsNaN(r) && (math.IsNaN(ahead) || r > ahead) {
 				ahead = r
@@ -398,6 +401,13 @@ func prefillEngines(rate, service, slack, cs2 float64, limit int) int {
 	return min(c, limit)
 }
 
+// AheadBucket is the history's bucket width for a startup delay and an interval: half the
+// lead time, a whole number of intervals, at most AheadMaxBucketSeconds.
+func AheadBucket(startupS, intervalS float64) float64 {
+	n := math.Max(1, math.Floor((startupS+intervalS)/2/intervalS))
+	return math.Max(intervalS, math.Min(n*intervalS, AheadMaxBucketSeconds))
+}
+
 // aheadLead is the lead time: the startup delay (measured, else expected_startup_seconds)
 // plus one interval.
 func (t *tick) aheadLead() float64 {
@@ -412,8 +422,8 @@ func (t *tick) aheadLead() float64 {
 func (t *tick) ahead() Decision {
 	d := t.diag
 	d.ThroughputReason = ReasonDisabled
-	if t.st.Ahead == nil {
-		t.st.Ahead = &AheadState{}
+	if t.st.Ahead == nil || !(t.st.Ahead.BucketS > 0) {
+		t.st.Ahead = &AheadState{BucketS: AheadBucket(t.p.cfg.StartupPriorSeconds(), t.p.loadI)}
 	}
 	a := t.st.Ahead
 	hold := func(r Reason, note string) Decision {

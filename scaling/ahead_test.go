@@ -44,7 +44,7 @@ func TestPrefillEngines(t *testing.T) {
 }
 
 func TestAheadState_Record(t *testing.T) {
-	var a AheadState
+	a := AheadState{BucketS: 30}
 	a.record(10, 5, 50, 1000, 100) // bucket 0 (mid 7.5)
 	a.record(15, 5, 50, 1000, 100)
 	a.record(20, 5, 50, 1000, 100)
@@ -58,11 +58,11 @@ func TestAheadState_Record(t *testing.T) {
 	require.True(t, math.IsNaN(a.rate(5)), "a bucket never observed has no rate")
 
 	// A history longer than AheadHistoryBuckets keeps its newest buckets.
-	for now := 40.0; now < 40+float64(AheadHistoryBuckets+10)*AheadBucketSeconds; now += 5 {
+	for now := 40.0; now < 40+float64(AheadHistoryBuckets+10)*30; now += 5 {
 		a.record(now, 5, 10, 1000, 100)
 	}
 	require.Len(t, a.Count, AheadHistoryBuckets)
-	require.Len(t, a.Recent, aheadBurstSeconds/5)
+	require.Len(t, a.Recent, aheadBurstBuckets*30/5)
 	for i, b := range a.RecentBucket {
 		require.Less(t, b, len(a.Count), "recent %d points into the history", i)
 	}
@@ -81,7 +81,7 @@ func feed(a *AheadState, until float64, rate func(t float64) float64) {
 
 func TestAheadState_Forecast(t *testing.T) {
 	t.Run("poisson", func(t *testing.T) {
-		var a AheadState
+		a := AheadState{BucketS: 30}
 		for now := 5.0; now <= 600; now += 5 {
 			n := 50.0 + []float64{-7, 3, 0, 6, -4, 2}[int(now/5)%6] // Poisson-sized noise around 10 req/s
 			a.record(now, 5, n, 3000, 300)
@@ -91,7 +91,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Zero(t, f.Burst, "Poisson noise is not a burst")
 	})
 	t.Run("steady", func(t *testing.T) {
-		var a AheadState
+		a := AheadState{BucketS: 30}
 		feed(&a, 600, func(float64) float64 { return 10 })
 		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
@@ -101,7 +101,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Zero(t, f.PeriodS)
 	})
 	t.Run("rising", func(t *testing.T) {
-		var a AheadState
+		a := AheadState{BucketS: 30}
 		feed(&a, 300, func(t float64) float64 { return 5 + 0.1*t })
 		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
@@ -109,7 +109,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Greater(t, f.Rate, 5+0.1*(300+60), "sized for the rate at the end of the lead time")
 	})
 	t.Run("bursts", func(t *testing.T) {
-		var a AheadState
+		a := AheadState{BucketS: 30}
 		feed(&a, 600, func(t float64) float64 {
 			if int(t/5)%6 == 0 {
 				return 60 // one interval in six carries the bucket's requests
@@ -124,7 +124,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.InDelta(t, 60-poisson, f.Rate, 1e-9, "the pools absorb the bursts")
 	})
 	t.Run("periodic", func(t *testing.T) {
-		var a AheadState
+		a := AheadState{BucketS: 30}
 		wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
 		feed(&a, 1500, wave)
 		f, ok := a.forecast(65, 5)
@@ -133,7 +133,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Greater(t, f.Seasonal, wave(1500+30), "the period predicts the rise")
 	})
 	t.Run("nothing yet", func(t *testing.T) {
-		var a AheadState
+		a := AheadState{BucketS: 30}
 		_, ok := a.forecast(65, 5)
 		require.False(t, ok)
 	})
@@ -264,4 +264,12 @@ func TestAheadConfig(t *testing.T) {
 	require.ErrorContains(t, c.Validate(), "expected_startup_seconds")
 	c = slaConfig(func(c *config.Config) { c.ScalingPolicy = "clairvoyant" })
 	require.ErrorContains(t, c.Validate(), "scaling_policy")
+}
+
+func TestAheadBucket(t *testing.T) {
+	for _, tc := range []struct{ startup, interval, want float64 }{
+		{60, 5, 30}, {10, 5, 5}, {600, 5, 60}, {0, 5, 5}, {60, 30, 30}, {120, 10, 60},
+	} {
+		require.Equal(t, tc.want, AheadBucket(tc.startup, tc.interval), "startup %v interval %v", tc.startup, tc.interval)
+	}
 }

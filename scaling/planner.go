@@ -204,7 +204,7 @@ func (p *Planner) Init(now float64, boot Bootstrap) (State, error) {
 		st.NextThroughputAt = ptr(now + p.thrI)
 	}
 	if p.cfg.Ahead() {
-		st.Ahead = &AheadState{}
+		st.Ahead = &AheadState{BucketS: AheadBucket(p.cfg.StartupPriorSeconds(), p.loadI)}
 	}
 	if p.sla() {
 		seed := func(kind perf.EngineKind, fpms []perf.FPM) (*perf.EngineModelState, error) {
