@@ -47,6 +47,9 @@ const (
 	// aheadBurstTail is how much larger than the mean a burst the pool serves within the
 	// TTFT SLA.
 	aheadBurstTail = 1.5
+	// aheadMaxGapHoldSeconds bounds how long a scale-down waits for demand that came back
+	// after quiet gaps before.
+	aheadMaxGapHoldSeconds = 900
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
 	// aheadBurstBuckets is how far back the recent interval rates go, in buckets.
@@ -80,6 +83,11 @@ type AheadState struct {
 	// of each: the bursts within a bucket the pools must absorb.
 	Recent       []float64 `json:"recent"`
 	RecentBucket []int     `json:"recent_bucket"`
+	// NeedPrefill and NeedDecode are the highest count each pool needed in each bucket
+	// (aligned with Count): when demand that needed more came back after a quiet gap, a
+	// scale-down waits out such a gap.
+	NeedPrefill []int `json:"need_prefill,omitempty"`
+	NeedDecode  []int `json:"need_decode,omitempty"`
 	// DecodeConcurrency are the decode pool's concurrency at the newest ticks, over the last
 	// lead time.
 	DecodeConcurrency []float64 `json:"decode_concurrency,omitempty"`
@@ -105,6 +113,7 @@ func (a *AheadState) clone() *AheadState {
 	c.Count, c.ISL, c.OSL, c.Covered = slices.Clone(a.Count), slices.Clone(a.ISL), slices.Clone(a.OSL), slices.Clone(a.Covered)
 	c.Recent, c.RecentBucket = slices.Clone(a.Recent), slices.Clone(a.RecentBucket)
 	c.DecodeConcurrency = slices.Clone(a.DecodeConcurrency)
+	c.NeedPrefill, c.NeedDecode = slices.Clone(a.NeedPrefill), slices.Clone(a.NeedDecode)
 	if a.UpPrefill != nil {
 		c.UpPrefill = ptr(*a.UpPrefill)
 	}
@@ -127,6 +136,7 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 	if idx >= len(a.Count)+AheadHistoryBuckets {
 		// A gap longer than the history: start again.
 		a.Count, a.ISL, a.OSL, a.Covered, a.Recent, a.RecentBucket = nil, nil, nil, nil, nil, nil
+		a.NeedPrefill, a.NeedDecode = nil, nil
 		a.T0 = math.Floor(mid/a.BucketS) * a.BucketS
 		idx = 0
 	}
@@ -145,6 +155,8 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 	if drop := len(a.Count) - AheadHistoryBuckets; drop > 0 {
 		a.Count, a.ISL, a.OSL, a.Covered = a.Count[drop:], a.ISL[drop:], a.OSL[drop:], a.Covered[drop:]
 		a.T0 += float64(drop) * a.BucketS
+		a.NeedPrefill = a.NeedPrefill[min(drop, len(a.NeedPrefill)):]
+		a.NeedDecode = a.NeedDecode[min(drop, len(a.NeedDecode)):]
 		for i := range a.RecentBucket {
 			a.RecentBucket[i] -= drop
 		}
@@ -283,6 +295,46 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 	}
 	return f, true
+}
+
+// recordNeed notes that pool c needed n engines in the newest bucket.
+func (a *AheadState) recordNeed(c Component, n int) {
+	h := &a.NeedPrefill
+	if c == Decode {
+		h = &a.NeedDecode
+	}
+	for len(*h) < len(a.Count) {
+		*h = append(*h, 0)
+	}
+	if last := len(a.Count) - 1; last >= 0 {
+		(*h)[last] = max((*h)[last], n)
+	}
+}
+
+// quietGaps returns, for pool c and a count n, the longest quiet gap of the history (a run
+// of buckets needing at most n between two needing more) and how long the current quiet
+// run is (since the last bucket needing more), both in seconds. The current bucket counts
+// as quiet.
+func (a *AheadState) quietGaps(c Component, n int) (longest, current float64) {
+	h := a.NeedPrefill
+	if c == Decode {
+		h = a.NeedDecode
+	}
+	run, seenBusy, busyAgo := 0, false, -1
+	for i, v := range h {
+		if v > n {
+			if seenBusy && run > 0 {
+				longest = math.Max(longest, float64(run)*a.BucketS)
+			}
+			seenBusy, run, busyAgo = true, 0, i
+			continue
+		}
+		run++
+	}
+	if busyAgo < 0 {
+		return longest, math.Inf(1)
+	}
+	return longest, float64(len(h)-1-busyAgo) * a.BucketS
 }
 
 // rateOver is the mean rate of buckets from..to (0 when none was observed).
@@ -481,7 +533,10 @@ func (t *tick) ahead() Decision {
 		why = append(why, note)
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
-	return t.aheadDecide(need, lead)
+	for _, c := range t.pools() {
+		a.recordNeed(c, need[c])
+	}
+	return t.aheadDecide(need, lead, f.PeriodS > 0)
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -695,9 +750,10 @@ func (t *tick) provisioned(c Component) int {
 }
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
-// scale-downs only to the highest count needed over the lead time, never for a pool whose
-// observed latency breaks its SLA; then the GPU budget.
-func (t *tick) aheadDecide(need map[Component]int, lead float64) Decision {
+// scale-downs only to the highest count needed over the lead time, and, without a known
+// period, not before the longest quiet gap after which demand came back before has passed;
+// never for a pool whose observed latency breaks its SLA; then the GPU budget.
+func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
 	target := map[Component]int{}
@@ -719,6 +775,20 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64) Decision {
 		if n < cur {
 			if top := (*hist)[0]; top.Replicas > n {
 				n = min(cur, top.Replicas)
+			}
+			// Demand that came back after quiet gaps will likely come back again: unless the
+			// period is known (the forecast sees it coming), a scale-down waits out the
+			// longest such gap, so capacity is not released just before it is needed.
+			for !periodic && n < cur {
+				longest, quiet := t.st.Ahead.quietGaps(c, n)
+				hold := math.Min(aheadMaxGapHoldSeconds, longest+lead)
+				if longest == 0 || quiet >= hold {
+					break
+				}
+				if n == need[c] || n == (*hist)[0].Replicas {
+					d.note(fmt.Sprintf("ahead: %s held above %d: demand needing more came back after %.0f s quiet before; quiet for %.0f s", c, n, longest, quiet))
+				}
+				n++
 			}
 			slow := (c == Prefill && tr.TTFTMs != nil && *tr.TTFTMs > t.p.cfg.TTFTMs) ||
 				(c == Decode && tr.ITLMs != nil && *tr.ITLMs > t.p.cfg.ITLMs)

@@ -273,3 +273,58 @@ func TestAheadBucket(t *testing.T) {
 		require.Equal(t, tc.want, AheadBucket(tc.startup, tc.interval), "startup %v interval %v", tc.startup, tc.interval)
 	}
 }
+
+func TestAheadState_QuietGaps(t *testing.T) {
+	a := AheadState{BucketS: 30, Count: make([]float64, 10)}
+	// Prefill needs per bucket: busy (4), quiet for 3 buckets, busy again, quiet since.
+	a.NeedPrefill = []int{4, 4, 1, 1, 1, 4, 1, 1, 1, 1}
+	longest, quiet := a.quietGaps(Prefill, 2)
+	require.Equal(t, 90.0, longest, "demand needing more than 2 came back after 3 quiet buckets")
+	require.Equal(t, 120.0, quiet, "quiet for the last 4 buckets")
+	longest, quiet = a.quietGaps(Prefill, 4)
+	require.Zero(t, longest, "nothing ever needed more than 4")
+	require.True(t, math.IsInf(quiet, 1))
+	_, quiet = a.quietGaps(Decode, 1)
+	require.True(t, math.IsInf(quiet, 1), "no decode need recorded")
+
+	a.recordNeed(Decode, 3)
+	a.recordNeed(Decode, 2)
+	require.Equal(t, []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 3}, a.NeedDecode, "the newest bucket keeps its highest need")
+}
+
+// TestAhead_QuietGapHold: demand that came back after a quiet gap keeps its capacity through
+// the next gap of that length; the first gap, with no return seen yet, does not.
+func TestAhead_QuietGapHold(t *testing.T) {
+	p, st := aheadPlanner(t)
+	provP, provD := 1, 1
+	now := 0.0
+	// run feeds rate for seconds and returns when the prefill pool first scaled down (0: never).
+	run := func(rate, seconds float64) (downAt float64) {
+		for end := now + seconds; now < end; {
+			now += 5
+			in := aheadInput(now, provP, provD, provP, provD, rate)
+			in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+			next, dec, _, err := p.Decide(st, in)
+			require.NoError(t, err)
+			st = p.Submitted(next, dec, now)
+			if dec.Prefill != nil {
+				if *dec.Prefill < provP && downAt == 0 {
+					downAt = now
+				}
+				provP = *dec.Prefill
+			}
+			if dec.Decode != nil {
+				provD = *dec.Decode
+			}
+		}
+		return downAt
+	}
+	run(40, 300)
+	start := now
+	first := run(1, 600) - start
+	require.Positive(t, first, "the first quiet gap releases capacity")
+	run(40, 300)
+	start = now
+	second := run(1, 600) - start
+	require.Greater(t, second, first+200, "after demand came back once, the next gap is waited out longer")
+}

@@ -25,7 +25,9 @@ import (
 
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/evaluate"
 	"github.com/llmplanner/planner/sim/loadgen"
 	"github.com/llmplanner/planner/worker"
 	"github.com/llmplanner/planner/workflows"
@@ -42,22 +44,20 @@ func init() {
 	})
 }
 
-// demoConfig is the planner configuration of the demo deployment (SLA target, both loops).
-// The load loop reacts every 5 s to the engines' FPMs; the throughput loop sizes the pools
-// every 30 s from the frontend's traffic, predicted with ARIMA.
+// demoConfig is the planner configuration of the demo deployment: this planner's own
+// policy (scaling_policy ahead, docs/policy.md) every 5 s, expecting the demo engines'
+// 10 s start-up until it has measured one.
 const demoConfig = `
 mode: disagg
 environment: local
 namespace: demo
 backend: mocker
 optimization_target: sla
+scaling_policy: ahead
+expected_startup_seconds: 10
 ttft_ms: 300
 itl_ms: 10
-enable_load_scaling: true
 load_adjustment_interval: 5
-enable_throughput_scaling: true
-throughput_adjustment_interval: 30
-load_predictor: arima
 max_gpu_budget: 12
 min_endpoint: 1
 model_name: nvidia/Llama-3.1-8B-Instruct-FP8
@@ -333,6 +333,10 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	report := filepath.Join(out, "report.html")
 	result := rec.machineSummary(mon.ticks, mon.decisions)
+	d.say("simulating the same replay offline (virtual clock): this config, Dynamo's SLA planner, the best static deployment")
+	if result.Simulated, err = d.simulateSame(ctx, reqs, speedup, cfg, d.configSource()); err != nil {
+		d.say("offline comparison failed: %v", err)
+	}
 	lines := result.lines(rec.cfg)
 	for _, line := range lines {
 		fmt.Fprintln(d.stdout, "  "+line)
@@ -369,6 +373,47 @@ func (d *demo) loadTrace() ([]predict.Request, string, error) {
 		return nil, "", fmt.Errorf("trace %s: fewer than 2 requests in the chosen window", name)
 	}
 	return reqs, name, nil
+}
+
+// configSource is the planner config file the demo runs.
+func (d *demo) configSource() string {
+	if d.o.configFile != "" {
+		return d.o.configFile
+	}
+	return filepath.Join(d.o.out, "planner.yaml")
+}
+
+// simulateSame replays the demo's trace, compressed as the demo replayed it, through the
+// simulator (sim/evaluate) for the demo's config, Dynamo's SLA planner and the best static
+// deployment, with the same SLAs, GPU budget and engine start-up.
+func (d *demo) simulateSame(ctx context.Context, reqs []predict.Request, speedup float64, cfg config.Config, src string) ([]demoSimulated, error) {
+	compressed := make([]predict.Request, len(reqs))
+	for i, r := range reqs {
+		r.Arrival /= speedup
+		compressed[i] = r
+	}
+	sc, err := evaluate.NewScenario("demo", evaluate.SLA{TTFTMs: cfg.TTFTMs, ITLMs: cfg.ITLMs}, 0.9, d.o.startupDelay.Seconds(),
+		cfg.MaxGPUBudget, []evaluate.PolicySpec{{Name: "this config", File: src}, {Name: evaluate.PolicyDynamoSLA, Builtin: evaluate.PolicyDynamoSLA}})
+	if err != nil {
+		return nil, err
+	}
+	prof, err := perf.LoadProfile(cfg.ProfileResultsDir)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := evaluate.Run(ctx, evaluate.Plan{Scenario: sc, Requests: compressed, TraceDesc: "the demo's replay", Profile: prof, Static: true, Parallel: 2})
+	if err != nil {
+		return nil, err
+	}
+	var out []demoSimulated
+	for _, r := range rep.Rows {
+		name := r.Name
+		if r.Kind == evaluate.KindStatic {
+			name = "best static " + r.Deployment
+		}
+		out = append(out, demoSimulated{Name: name, GoodputPercent: 100 * r.Goodput, GPUMinutes: r.GPUHours * 60})
+	}
+	return out, nil
 }
 
 // plannerConfig loads the planner configuration (built in, or --config).

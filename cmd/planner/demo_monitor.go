@@ -280,6 +280,16 @@ type demoSummary struct {
 	PeakDecode     int          `json:"peak_decode"`
 	GPUSeconds     float64      `json:"gpu_seconds"`
 	Timeline       []tickRecord `json:"timeline"`
+	// Simulated are the same replay's scores in the simulator (sim/evaluate), for the
+	// demo's config, Dynamo's SLA planner and the best static deployment.
+	Simulated []demoSimulated `json:"simulated,omitempty"`
+}
+
+// demoSimulated is one run of the offline comparison.
+type demoSimulated struct {
+	Name           string  `json:"name"`
+	GoodputPercent float64 `json:"goodput_percent"`
+	GPUMinutes     float64 `json:"gpu_minutes"`
 }
 
 // tickRecord is one tick of the summary's timeline.
@@ -335,7 +345,7 @@ func (r *demoRecorder) machineSummary(ticks []tickSample, decisions int) demoSum
 
 // lines is the end-of-run summary, line by line.
 func (s demoSummary) lines(cfg config.Config) []string {
-	return []string{
+	out := []string{
 		fmt.Sprintf("requests: %d finished, %d failed; goodput (TTFT ≤ %.0f ms and ITL ≤ %.0f ms): %.1f%%",
 			s.Requests-s.Failed, s.Failed, cfg.TTFTMs, cfg.ITLMs, s.GoodputPercent),
 		fmt.Sprintf("TTFT ms p50 %s, p90 %s, p99 %s; ITL ms p50 %s, p90 %s, p99 %s",
@@ -343,6 +353,13 @@ func (s demoSummary) lines(cfg config.Config) []string {
 		fmt.Sprintf("planner: %d ticks, %d scaling actions; peak replicas prefill %d, decode %d", s.Ticks, s.Actions, s.PeakPrefill, s.PeakDecode),
 		fmt.Sprintf("provisioned GPU time (starting + ready + draining engines): %.1f GPU-minutes", s.GPUSeconds/60),
 	}
+	if len(s.Simulated) > 0 {
+		out = append(out, "the same replay in the simulator (scored after the first start-up window):")
+		for _, r := range s.Simulated {
+			out = append(out, fmt.Sprintf("  %-22s goodput %5.1f%%, %5.1f GPU-minutes", r.Name, r.GoodputPercent, r.GPUMinutes))
+		}
+	}
+	return out
 }
 
 // gpuSeconds integrates the provisioned GPUs (one per simulated engine) over the samples.

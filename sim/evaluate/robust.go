@@ -238,14 +238,15 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 
 // runCase scores one case (its replays one at a time: the cases run in parallel).
 func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string) (RobustCase, error) {
-	sc := &Scenario{Name: in.name, Description: in.detail, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: 60,
-		MaxGPUBudget: robustBudget, generated: true}
+	var specs []PolicySpec
 	for _, p := range policies {
-		sc.Policies = append(sc.Policies, PolicySpec{Name: p, Builtin: p})
+		specs = append(specs, PolicySpec{Name: p, Builtin: p})
 	}
-	if err := sc.Validate(); err != nil {
+	sc, err := NewScenario(in.name, in.sla, 0.9, 60, robustBudget, specs)
+	if err != nil {
 		return RobustCase{}, err
 	}
+	sc.Description = in.detail
 	r, err := Run(ctx, Plan{Scenario: sc, Requests: in.reqs, TraceDesc: in.detail, Profile: rp.Profile,
 		Oracle: rp.Oracle, Static: true, Parallel: 1})
 	if err != nil {

@@ -338,3 +338,14 @@ func (sc *Scenario) apply(cfg config.Config) (config.Config, error) {
 
 // IsBuiltin reports whether name is a built-in policy.
 func IsBuiltin(name string) bool { _, ok := builtins[name]; return ok }
+
+// NewScenario is a scenario whose requests the caller gives (evaluate.Plan.Requests), not a
+// trace file: the SLA, goodput target, engine start-up, GPU budget and policies.
+func NewScenario(name string, sla SLA, target, startupS float64, budget int, policies []PolicySpec) (*Scenario, error) {
+	sc := &Scenario{Name: name, SLA: sla, GoodputTarget: target, StartupSeconds: startupS, MaxGPUBudget: budget,
+		Policies: policies, generated: true}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
