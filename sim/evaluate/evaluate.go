@@ -450,6 +450,11 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 	from := p.Scenario.ScoredFrom()
 	sc := replay.Score(res.Requests, p.Scenario.SLA.TTFTMs, p.Scenario.SLA.ITLMs, from)
 	pre, dec := gpuSecondsFrom(res.Replicas, from, res.Duration)
+	// GPU-seconds the replay charged outside its pool samples (the oracle's engines, ordered
+	// ahead, are charged their startup delay) still count.
+	allP, allD := gpuSecondsFrom(res.Replicas, 0, res.Duration)
+	pre += math.Max(0, res.PrefillGPUSeconds-allP)
+	dec += math.Max(0, res.DecodeGPUSeconds-allD)
 	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: sc.Requests, Finished: sc.Finished,
 		Goodput: sc.Goodput, TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
 		PrefillGPUHours: pre / 3600, DecodeGPUHours: dec / 3600,

@@ -206,3 +206,17 @@ func TestGPUSecondsFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestRow_KeepsChargesOutsideTheSamples: the oracle charges its engines' startup delay to the
+// GPU-seconds without a pool sample; scoring from a later time keeps that charge.
+func TestRow_KeepsChargesOutsideTheSamples(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	pc := replay.PoolCounts{Ready: 1}
+	res := replay.Result{Duration: 100, Replicas: []replay.ReplicaSample{{At: 0, Prefill: pc, Decode: pc}},
+		PrefillGPUSeconds: 100 + 60, DecodeGPUSeconds: 100} // one prefill engine's 60 s startup charged apart
+	row := Plan{Scenario: sc}.row("oracle", KindOracle, 0, res)
+	from := sc.ScoredFrom()
+	require.InDelta(t, (100-from+60)/3600, row.PrefillGPUHours, 1e-12)
+	require.InDelta(t, (100-from)/3600, row.DecodeGPUHours, 1e-12)
+}
