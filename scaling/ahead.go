@@ -50,6 +50,9 @@ const (
 	// aheadMaxGapHoldSeconds bounds how long a scale-down waits for demand that came back
 	// after quiet gaps before.
 	aheadMaxGapHoldSeconds = 900
+	// aheadEdgeRelax is how fast the learned decode edge rate relaxes upwards, per interval
+	// (doubles in about 140 intervals).
+	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
 	// aheadBurstBuckets is how far back the recent interval rates go, in buckets.
@@ -88,6 +91,15 @@ type AheadState struct {
 	// scale-down waits out such a gap.
 	NeedPrefill []int `json:"need_prefill,omitempty"`
 	NeedDecode  []int `json:"need_decode,omitempty"`
+	// PrefillService and DecodeBatch are the perf model's prefill service time and decode
+	// batch at the SLA of the newest ticks, over the last lead time: the online regression
+	// can swing from one tick to the next, so the pools are sized with the slowest of them.
+	PrefillService []float64 `json:"prefill_service,omitempty"`
+	DecodeBatch    []float64 `json:"decode_batch,omitempty"`
+	// DecodeEdgeRPS is the request rate per decode engine at which the observed mean ITL
+	// reached aheadITLWatch of the SLA: what the engines really sustain, whatever the perf
+	// model says (0: never seen). It relaxes by aheadEdgeRelax per interval.
+	DecodeEdgeRPS float64 `json:"decode_edge_rps,omitempty"`
 	// DecodeConcurrency are the decode pool's concurrency at the newest ticks, over the last
 	// lead time.
 	DecodeConcurrency []float64 `json:"decode_concurrency,omitempty"`
@@ -113,6 +125,7 @@ func (a *AheadState) clone() *AheadState {
 	c.Count, c.ISL, c.OSL, c.Covered = slices.Clone(a.Count), slices.Clone(a.ISL), slices.Clone(a.OSL), slices.Clone(a.Covered)
 	c.Recent, c.RecentBucket = slices.Clone(a.Recent), slices.Clone(a.RecentBucket)
 	c.DecodeConcurrency = slices.Clone(a.DecodeConcurrency)
+	c.PrefillService, c.DecodeBatch = slices.Clone(a.PrefillService), slices.Clone(a.DecodeBatch)
 	c.NeedPrefill, c.NeedDecode = slices.Clone(a.NeedPrefill), slices.Clone(a.NeedDecode)
 	if a.UpPrefill != nil {
 		c.UpPrefill = ptr(*a.UpPrefill)
@@ -581,6 +594,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		if !ok || !(service > 0) {
 			return 0, "prefill: perf model not ready", false
 		}
+		service = slices.Max(t.window(&t.st.Ahead.PrefillService, service, lead))
 		cs2 := 1.0 // unknown prompt-length spread: exponential service (M/M/c)
 		if cs2N > 0 {
 			cs2 = math.Min(4, cs2Sum/float64(cs2N))
@@ -619,12 +633,17 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		return 0, "decode: perf model not ready", false
 	}
 	// Keep the Poisson spread of the concurrency under the SLA batch: b + z·√b ≤ batch.
-	b := float64(capacity.BatchSize)
+	if !capacity.Eligible {
+		capacity.BatchSize = max(1, capacity.BatchSize/2)
+	}
+	// Requests per second per engine at a batch: the capacity point's time per request.
+	perRequest := float64(capacity.BatchSize) / capacity.RPS
+	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
 	z := aheadDecodeSpreadZ
 	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
-	perEngine := capacity.RPS * keep / b
-	if !capacity.Eligible {
-		perEngine *= 0.5
+	perEngine := keep / perRequest
+	if edge := t.learnDecodeEdge(f); edge > 0 && edge < perEngine {
+		perEngine = edge
 	}
 	rate := f.Rate + backlog/lead
 	n := int(math.Ceil(rate / perEngine))
@@ -636,8 +655,8 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	if m := int(math.Ceil(held / keep)); m > n {
 		n = m
 	}
-	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %d at the ITL SLA; %.0f requests held at the %.0f%% quantile)",
-		n, rate, backlog, perEngine, keep, capacity.BatchSize, held, 100*(1-aheadBurstShare)), true
+	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA; %.0f requests held at the %.0f%% quantile)",
+		n, rate, backlog, perEngine, keep, b, held, 100*(1-aheadBurstShare)), true
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped
@@ -656,6 +675,35 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 	return math.Max(0, a.ExcessWait)
 }
 
+// learnDecodeEdge records the rate per ready decode engine when the observed mean ITL
+// reaches aheadITLWatch of the SLA (the lowest such rate, relaxed upwards by aheadEdgeRelax
+// per interval) and returns it (0: never seen).
+func (t *tick) learnDecodeEdge(f Forecast) float64 {
+	a := t.st.Ahead
+	if a.DecodeEdgeRPS > 0 {
+		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax
+	}
+	tr := t.in.Traffic
+	if ready := t.current(Decode); ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
+		// The faster of the interval's and the level's rates: a burst, not the engines, may
+		// have raised the ITL.
+		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)
+		if edge := rate / float64(ready); a.DecodeEdgeRPS == 0 || edge < a.DecodeEdgeRPS {
+			a.DecodeEdgeRPS = edge
+		}
+	}
+	return a.DecodeEdgeRPS
+}
+
+// window appends v to the per-tick history h, keeps the last lead time of it and returns it.
+func (t *tick) window(h *[]float64, v, lead float64) []float64 {
+	*h = append(*h, v)
+	if keep := min(aheadMaxRecent, max(1, int(math.Ceil(lead/t.p.loadI)))); len(*h) > keep {
+		*h = slices.Delete(*h, 0, len(*h)-keep)
+	}
+	return *h
+}
+
 // observeConcurrency records the decode pool's concurrency — the running plus queued
 // requests of its FPMs or, when the observed mean ITL nears the SLA (aheadITLWatch) and
 // that is more, the batch the observed mean ITL implies on each ready engine (per the perf
@@ -671,11 +719,7 @@ func (t *tick) observeConcurrency(m *perf.EngineModel, ctx, window float64) floa
 	if tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs > aheadITLWatch*t.p.cfg.ITLMs && t.current(Decode) > 0 {
 		c = math.Max(c, float64(t.current(Decode))*impliedBatch(m, ctx, *tr.ITLMs/1000*t.acceptLength()))
 	}
-	a.DecodeConcurrency = append(a.DecodeConcurrency, c)
-	if keep := min(aheadMaxRecent, max(1, int(math.Ceil(window/t.p.loadI)))); len(a.DecodeConcurrency) > keep {
-		a.DecodeConcurrency = slices.Delete(a.DecodeConcurrency, 0, len(a.DecodeConcurrency)-keep)
-	}
-	sorted := slices.Clone(a.DecodeConcurrency)
+	sorted := slices.Clone(t.window(&a.DecodeConcurrency, c, window))
 	slices.Sort(sorted)
 	return sorted[min(len(sorted)-1, int(math.Floor((1-aheadBurstShare)*float64(len(sorted)))))]
 }
