@@ -50,9 +50,9 @@ fuzz: ## Fuzz the config loader and the FPM decoder for 30 s each.
 
 BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation
 BENCH_OUT := bench-sim-out
-# The robustness benchmark's cases: seed 2 was not looked at while the ahead policy was tuned (seed 1 was).
+# The robustness benchmark's cases: seed 3 was not looked at while the ahead policy was tuned (seed 1 was, and seed 2's case 19).
 ROBUST_CASES := 20
-ROBUST_SEED := 2
+ROBUST_SEED := 3
 
 .PHONY: bench-sim
 bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 15 minutes on 2 cores.

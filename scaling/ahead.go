@@ -50,6 +50,9 @@ const (
 	// aheadMaxGapHoldSeconds bounds how long a scale-down waits for demand that came back
 	// after quiet gaps before.
 	aheadMaxGapHoldSeconds = 900
+	// aheadCalmBurst is the burst excess, as a share of the level, under which arrivals
+	// count as steady enough to learn the decode edge rate from.
+	aheadCalmBurst = 0.1
 	// aheadEdgeRelax is how fast the learned decode edge rate relaxes upwards, per interval
 	// (doubles in about 140 intervals).
 	aheadEdgeRelax = 0.005
@@ -676,7 +679,7 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 }
 
 // learnDecodeEdge records the rate per ready decode engine when the observed mean ITL
-// reaches aheadITLWatch of the SLA (the lowest such rate, relaxed upwards by aheadEdgeRelax
+// reaches aheadITLWatch of the SLA while the arrivals are steady (the lowest such rate, relaxed upwards by aheadEdgeRelax
 // per interval) and returns it (0: never seen).
 func (t *tick) learnDecodeEdge(f Forecast) float64 {
 	a := t.st.Ahead
@@ -684,9 +687,10 @@ func (t *tick) learnDecodeEdge(f Forecast) float64 {
 		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax
 	}
 	tr := t.in.Traffic
-	if ready := t.current(Decode); ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
-		// The faster of the interval's and the level's rates: a burst, not the engines, may
-		// have raised the ITL.
+	// Only when the arrivals are about Poisson: a burst, not the engines, may have raised the
+	// ITL otherwise.
+	calm := f.Burst <= aheadCalmBurst*f.Level
+	if ready := t.current(Decode); calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
 		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)
 		if edge := rate / float64(ready); a.DecodeEdgeRPS == 0 || edge < a.DecodeEdgeRPS {
 			a.DecodeEdgeRPS = edge
