@@ -619,6 +619,11 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		if n > 0 {
 			t.diag.EngineRPSPrefill = ptr(rate / float64(n))
 		}
+		// The next request's TTFT on the ready pool at the current rate, as modelled.
+		if ready, load := t.current(Prefill), f.Level*service; ready > 0 && float64(ready) > load {
+			wait := erlangC(ready, load)*service/(float64(ready)-load)*(1+cs2)/2 + excess/float64(ready)
+			t.diag.EstimatedTTFTMs = ptr((service + wait) * 1000)
+		}
 		return n, fmt.Sprintf("prefill %d (%.2f req/s incl. backlog %.0f tokens, %.0f ms each, cs² %.2f, wait ≤ %.0f ms for %.0f%%, excess wait %.0f ms·engine)",
 			n, rate, backlog, service*1000, cs2, slack*1000, 100*(1-aheadWaitMissShare), excess*1000), true
 	}
@@ -654,9 +659,19 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// What the engines really hold (which carries the bursts too short for the traffic's
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
 	// SLA batch.
-	held := t.observeConcurrency(m, math.Max(1, f.ISL)+math.Max(1, f.OSL)/2, lead)
+	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
+	held := t.observeConcurrency(m, ctx, lead)
 	if m := int(math.Ceil(held / keep)); m > n {
 		n = m
+	}
+	// The ITL on the ready pool at the current rate, as modelled (Little: each request
+	// stays perRequest seconds per unit of batch).
+	if ready := t.current(Decode); ready > 0 && f.Level > 0 {
+		batch := f.Level * perRequest / float64(ready)
+		q := perf.FPM{Scheduled: perf.ScheduledRequests{NumDecodeRequests: int64(math.Ceil(batch)), SumDecodeKVTokens: int64(math.Ceil(batch * ctx))}}
+		if itl, ok := m.ScheduledDecodeITL(&q, perf.DecodeQuery{DecodeScale: 1}); ok {
+			t.diag.EstimatedITLMs = ptr(itl / t.acceptLength() * 1000)
+		}
 	}
 	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA; %.0f requests held at the %.0f%% quantile)",
 		n, rate, backlog, perEngine, keep, b, held, 100*(1-aheadBurstShare)), true

@@ -328,3 +328,16 @@ func TestAhead_QuietGapHold(t *testing.T) {
 	second := run(1, 600) - start
 	require.Greater(t, second, first+200, "after demand came back once, the next gap is waited out longer")
 }
+
+func TestAhead_EstimatesTheReadyPool(t *testing.T) {
+	p, st := aheadPlanner(t)
+	_, _, light, err := p.Decide(st, aheadInput(5, 4, 4, 4, 4, 5))
+	require.NoError(t, err)
+	_, _, heavy, err := p.Decide(st, aheadInput(5, 2, 2, 2, 2, 25))
+	require.NoError(t, err)
+	require.NotNil(t, light.EstimatedTTFTMs)
+	require.NotNil(t, light.EstimatedITLMs)
+	require.Greater(t, *light.EstimatedTTFTMs, 10.0, "at least the prompt's own service time")
+	require.Greater(t, *heavy.EstimatedTTFTMs, *light.EstimatedTTFTMs, "more load per engine waits longer")
+	require.Greater(t, *heavy.EstimatedITLMs, *light.EstimatedITLMs, "a bigger batch per engine is slower")
+}
