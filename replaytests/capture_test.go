@@ -30,15 +30,27 @@ import (
 var capture = flag.Bool("capture", false, "re-record the histories of the current logic version under testdata/ on a fresh dev server")
 
 // scenarios are the recorded runs each logic version must have.
-var scenarios = []string{"overrides", "continue-as-new", "virtual"}
+var scenarios = []string{"overrides", "continue-as-new", "virtual", "ahead"}
 
-// captureScript: decode engines at 110% KV for 4 ticks, then at 20%.
+// captureScript: decode engines at 110% KV with 40 req/s of traffic for 4 ticks, then at 20%
+// with 2 req/s.
 func captureScript() *scripted.Script {
 	caps := &scaling.WorkerCapabilities{Decode: &scaling.EngineCapabilities{NumGPU: 1, MaxKVTokens: 100000}}
 	return &scripted.Script{Entries: []scripted.ScriptEntry{
-		{FromTick: 0, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 40, SumDecodeKVTokens: 110000}}},
-		{FromTick: 5, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}}},
+		{FromTick: 0, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 40, SumDecodeKVTokens: 110000}},
+			Traffic: &scripted.ScriptTraffic{RequestsPerSecond: 40, ISL: 3000, OSL: 300, TTFTMs: ptr(90.0), ITLMs: ptr(9.0)}},
+		{FromTick: 5, Capabilities: caps, DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}},
+			Traffic: &scripted.ScriptTraffic{RequestsPerSecond: 2, ISL: 3000, OSL: 300, TTFTMs: ptr(70.0), ITLMs: ptr(6.0)}},
 	}}
+}
+
+// aheadCaptureConfig is the capture config running this planner's own policy (decode pool,
+// perf model from the engine simulator's test profile).
+func aheadCaptureConfig() config.Config {
+	c := captureConfig(config.EnvNoop)
+	c.OptimizationTarget, c.ScalingPolicy, c.ExpectedStartupSeconds = config.TargetSLA, config.PolicyAhead, 2
+	c.TTFTMs, c.ITLMs, c.ProfileResultsDir = 200, 10, filepath.Join("..", "sim", "engine", "testdata")
+	return c
 }
 
 func captureConfig(env config.Environment) config.Config {
@@ -75,12 +87,15 @@ func TestCaptureHistories(t *testing.T) {
 	for _, p := range old {
 		require.NoError(t, os.Remove(p))
 	}
-	start := func(c client.Client, name string, env config.Environment) (*plannerclient.Client, string) {
+	startWith := func(c client.Client, name string, cfg config.Config) (*plannerclient.Client, string) {
 		d := workflows.Deployment{Namespace: "capture", Name: name}
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: d.WorkflowID(), TaskQueue: queue}, workflows.WorkflowName,
-			workflows.Input{Deployment: d, Config: captureConfig(env), InitialDecode: 1})
+			workflows.Input{Deployment: d, Config: cfg, InitialDecode: 1})
 		require.NoError(t, err)
 		return plannerclient.New(c, d), run.GetRunID()
+	}
+	start := func(c client.Client, name string, env config.Environment) (*plannerclient.Client, string) {
+		return startWith(c, name, captureConfig(env))
 	}
 	waitFor := func(pc *plannerclient.Client, what string, cond func(workflows.StateView) bool) {
 		for {
@@ -159,6 +174,12 @@ func TestCaptureHistories(t *testing.T) {
 	}
 	terminate(c, pc)
 	save(srv, pc, runID, "virtual")
+
+	// ahead: this planner's own policy through a surge and a lull, deciding in both.
+	pc, runID = startWith(c, "ahead", aheadCaptureConfig())
+	waitFor(pc, "decisions in the surge and the lull", func(s workflows.StateView) bool { return s.Ticks >= 16 && len(s.Decisions) >= 2 })
+	terminate(c, pc)
+	save(srv, pc, runID, "ahead")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/worker"
 	"github.com/llmplanner/planner/workflows"
 )
@@ -114,6 +115,12 @@ func TestHistoriesShowWhatTheyClaim(t *testing.T) {
 		case "virtual":
 			require.Positive(t, updates[workflows.UpdateAcknowledge], f.path)
 			require.Positive(t, updates[workflows.UpdateWaitDecision], f.path)
+		case "ahead":
+			var in workflows.Input
+			start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in), f.path)
+			require.Equal(t, config.PolicyAhead, in.Config.ScalingPolicy, "%s: a planner running the ahead policy", f.path)
+			require.Positive(t, count[enumspb.EVENT_TYPE_MARKER_RECORDED], "%s: decisions recorded", f.path)
 		default:
 			t.Fatalf("%s: unknown scenario %q", f.path, f.scenario)
 		}
