@@ -74,6 +74,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "  mode %s, target %s, environment %s, backend %s\n", cfg.Mode, cfg.OptimizationTarget, cfg.Environment, cfg.Backend)
 	loops := "load loop every %ds"
 	switch {
+	case cfg.Ahead():
+		fmt.Fprintf(stdout, "  scaling policy ahead every %ds (docs/policy.md), startup assumed %gs until measured; the throughput loop, predictor and thresholds are not used\n",
+			cfg.LoadAdjustmentIntervalSeconds, cfg.StartupPriorSeconds())
 	case cfg.EnableThroughputScaling && cfg.EnableLoadScaling:
 		fmt.Fprintf(stdout, "  throughput loop every %ds (floor), "+loops+"\n", cfg.ThroughputAdjustmentIntervalSeconds, cfg.LoadAdjustmentIntervalSeconds)
 	case cfg.EnableThroughputScaling:

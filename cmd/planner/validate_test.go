@@ -21,6 +21,11 @@ func TestValidateCommand(t *testing.T) {
 	require.Contains(t, out, "throughput loop every 60s (floor), load loop every 5s")
 	require.Contains(t, out, "GPU budget [none, 16], min endpoints prefill 2 / decode 1")
 
+	code, out, errOut = runCLI("validate", "-f", `{"optimization_target": "sla", "scaling_policy": "ahead", "expected_startup_seconds": 90}`)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "scaling policy ahead every 5s (docs/policy.md), startup assumed 90s until measured")
+	require.NotContains(t, out, "throughput loop every")
+
 	code, _, errOut = runCLI("validate", "-f", "../../config/testdata/bad/unknown_key.yaml")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `line 2: unknown key "ttft_msec" (did you mean "ttft_ms"?)`)
