@@ -161,3 +161,23 @@ func deref(p *int) int {
 	}
 	return *p
 }
+
+// TestScalingPolicyCannotChangeOnARunningPlanner: the policies keep different state (the
+// throughput loop's predictors, the ahead policy's history), so update_config refuses to
+// switch and says why; the ahead policy's own settings may change.
+func TestScalingPolicyCannotChangeOnARunningPlanner(t *testing.T) {
+	dynamo := simConfig(t)
+	ahead := simConfig(t)
+	ahead.ScalingPolicy = config.PolicyAhead
+	st := workflows.State{Config: dynamo}
+	err := st.ValidateConfig(workflows.ConfigRequest{Config: ahead})
+	require.ErrorContains(t, err, "scaling_policy cannot change on a running planner (dynamo -> ahead)")
+	st = workflows.State{Config: ahead}
+	require.ErrorContains(t, st.ValidateConfig(workflows.ConfigRequest{Config: dynamo}), "scaling_policy cannot change")
+	ahead.ExpectedStartupSeconds = 120
+	require.NoError(t, st.ValidateConfig(workflows.ConfigRequest{Config: ahead}))
+	explicit := dynamo
+	explicit.ScalingPolicy = config.PolicyDynamo
+	st = workflows.State{Config: dynamo}
+	require.NoError(t, st.ValidateConfig(workflows.ConfigRequest{Config: explicit}), `"" is Dynamo's policy`)
+}

@@ -506,12 +506,21 @@ func immutableConfigChange(old, c config.Config) error {
 		{"enable_throughput_scaling", old.EnableThroughputScaling, c.EnableThroughputScaling},
 		{"profile_results_dir", old.ProfileResultsDir, c.ProfileResultsDir},
 		{"throughput_sizing", old.ThroughputSizing, c.ThroughputSizing},
+		{"scaling_policy", policyName(old), policyName(c)},
 	} {
 		if f.old != f.new {
 			return fmt.Errorf("%s cannot change on a running planner (%v -> %v): it shapes the planner's state; terminate the workflow and start it again", f.name, f.old, f.new)
 		}
 	}
 	return nil
+}
+
+// policyName is the configuration's scaling policy ("" is Dynamo's).
+func policyName(c config.Config) config.ScalingPolicy {
+	if c.ScalingPolicy == "" {
+		return config.PolicyDynamo
+	}
+	return c.ScalingPolicy
 }
 
 // maxTaskQueueLen bounds a task queue name (Temporal's own limit is 1000 bytes).
