@@ -358,35 +358,36 @@ func project[T any](span []scrapeSnapshot, f func(scrapeSnapshot) T) []T {
 }
 
 // counterIncrease is the increase over consecutive values, a decrease counting as a reset to 0
-// (Prometheus's rule); an absent value counts as 0.
+// (Prometheus's rule). A series absent at the start counts from 0 when it appears (it was
+// created in the window); a value missing after the series was seen is a gap, skipped: the
+// next value is compared with the last one seen, so a missed scrape is never read as a reset
+// (10000, 10010, missing, 10020 is an increase of 20, not of 10020).
 func counterIncrease(values []scrapeValue) float64 {
 	var inc, prev float64
 	for i, x := range values {
-		v := 0.0
-		if x.present {
-			v = x.v
-		}
 		switch {
+		case !x.present:
+			continue // before the series appeared: prev stays 0; after: a gap
 		case i == 0:
-		case v >= prev:
-			inc += v - prev
+		case x.v >= prev:
+			inc += x.v - prev
 		default:
-			inc += v
+			inc += x.v
 		}
-		prev = v
+		prev = x.v
 	}
 	return inc
 }
 
 // histogramIncrease is the increase of a histogram's sum and count, a decrease of either
-// counting as a reset of both; an absent histogram counts as empty.
+// counting as a reset of both; as for counterIncrease, a histogram absent at the start counts
+// from empty when it appears, and one missing after it was seen is a gap, skipped.
 func histogramIncrease(values []scrapeHist) (sum, count float64) {
 	var prev scrapeHist
 	for i, x := range values {
-		if !x.present {
-			x = scrapeHist{}
-		}
 		switch {
+		case !x.present:
+			continue
 		case i == 0:
 		case x.count >= prev.count && x.sum >= prev.sum:
 			sum += x.sum - prev.sum

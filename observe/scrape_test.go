@@ -406,7 +406,9 @@ func TestScrapeTrafficIncreaseRules(t *testing.T) {
 		{name: "monotonic", values: []scrapeValue{v(1), v(4), v(10)}, want: 9},
 		{name: "reset counts the new value", values: []scrapeValue{v(10), v(15), v(3), v(5)}, want: 5 + 3 + 2},
 		{name: "series appearing mid-window counts from zero", values: []scrapeValue{absent, v(4), v(6)}, want: 6},
-		{name: "series vanishing then returning", values: []scrapeValue{v(5), absent, v(2)}, want: 2},
+		{name: "series vanishing then returning lower: a reset", values: []scrapeValue{v(5), absent, v(2)}, want: 2},
+		{name: "a missed scrape is a gap, not a reset", values: []scrapeValue{v(10000), v(10010), absent, v(10020)}, want: 20},
+		{name: "missing at the end", values: []scrapeValue{v(10), v(12), absent}, want: 2},
 		{name: "single value", values: []scrapeValue{v(7)}, want: 0},
 	}
 	for _, tc := range tests {
@@ -418,4 +420,10 @@ func TestScrapeTrafficIncreaseRules(t *testing.T) {
 	sum, count := histogramIncrease([]scrapeHist{{true, 100, 2}, {true, 250, 5}, {true, 40, 1}, {true, 90, 2}})
 	require.Equal(t, 150.0+40+50, sum)
 	require.Equal(t, 3.0+1+1, count)
+	sum, count = histogramIncrease([]scrapeHist{{true, 1000, 20}, {}, {true, 1030, 21}})
+	require.Equal(t, 30.0, sum, "a missed scrape of a histogram is a gap, not a reset")
+	require.Equal(t, 1.0, count)
+	sum, count = histogramIncrease([]scrapeHist{{}, {true, 30, 1}, {true, 50, 2}})
+	require.Equal(t, 50.0, sum, "a histogram appearing in the window counts from empty")
+	require.Equal(t, 2.0, count)
 }
