@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -29,9 +31,21 @@ import (
 // TEMPORAL_API_KEY, TEMPORAL_TLS* and TEMPORAL_GRPC_META_* on top. Unset, it is the local dev
 // server: 127.0.0.1:7233, namespace "default".
 func ClientOptions(logger *slog.Logger, metrics client.MetricsHandler) (client.Options, error) {
+	// The SDK ignores a TEMPORAL_TLS it cannot read (yes, on, enabled…) and connects in
+	// plaintext: refuse it instead.
+	if v, ok := os.LookupEnv("TEMPORAL_TLS"); ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "1", "0", "true", "false":
+		default:
+			return client.Options{}, fmt.Errorf("TEMPORAL_TLS=%q: want true, false, 1 or 0 (as the temporal CLI reads it); not guessing whether to encrypt", v)
+		}
+	}
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return client.Options{}, fmt.Errorf("temporal client configuration (TEMPORAL_* environment, profile file): %w", err)
+	}
+	if opts.Credentials != nil && opts.ConnectionOptions.TLS == nil {
+		return client.Options{}, errors.New("temporal client configuration: an API key with TLS disabled would travel in plaintext; enable TLS (TEMPORAL_TLS=true) or drop the key")
 	}
 	if opts.HostPort == "" {
 		opts.HostPort = client.DefaultHostPort

@@ -83,3 +83,27 @@ func TestMetricsExposition(t *testing.T) {
 	require.Contains(t, text, `dynamo_planner_num_decode_replicas{deployment="planner/ns/x",namespace="default"} 3`)
 	require.Contains(t, text, "go_goroutines")
 }
+
+// TestClientOptionsTLSFailsClosed: a TEMPORAL_TLS the SDK would ignore, and an API key over
+// plaintext, are refused rather than connected in the clear.
+func TestClientOptionsTLSFailsClosed(t *testing.T) {
+	clearTemporalEnv(t)
+	for _, v := range []string{"yes", "on", "enabled", "tru"} {
+		t.Setenv("TEMPORAL_TLS", v)
+		_, err := ClientOptions(nil, nil)
+		require.ErrorContains(t, err, "TEMPORAL_TLS", v)
+	}
+	t.Setenv("TEMPORAL_TLS", "TRUE")
+	opts, err := ClientOptions(nil, nil)
+	require.NoError(t, err)
+	require.NotNil(t, opts.ConnectionOptions.TLS, "true enables TLS")
+
+	t.Setenv("TEMPORAL_API_KEY", "secret")
+	t.Setenv("TEMPORAL_TLS", "false")
+	_, err = ClientOptions(nil, nil)
+	require.ErrorContains(t, err, "plaintext")
+	os.Unsetenv("TEMPORAL_TLS")
+	opts, err = ClientOptions(nil, nil)
+	require.NoError(t, err, "an API key alone enables TLS")
+	require.NotNil(t, opts.ConnectionOptions.TLS)
+}
