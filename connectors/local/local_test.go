@@ -221,9 +221,7 @@ func TestScaleDownDrainsHighestSuffix(t *testing.T) {
 		require.True(t, running(w.PID), "%s still runs while it drains", name)
 	}
 	settle(t, l)
-	drain := time.Since(start)
-	t.Logf("scale-down 3->1 drained in %v (worker drain 300ms)", drain)
-	require.GreaterOrEqual(t, drain, 300*time.Millisecond)
+	t.Logf("scale-down 3->1 drained in %v (worker drain 300ms)", time.Since(start))
 	for _, name := range []string{"demo_decode_1", "demo_decode_2"} {
 		require.False(t, running(before[name].PID), name)
 		require.Contains(t, logOf(t, before[name]), "sigterm\nexit\n")
@@ -252,10 +250,7 @@ func TestDrainTimeoutKills(t *testing.T) {
 	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}))
 	start := time.Now()
 	settle(t, l)
-	elapsed := time.Since(start)
-	t.Logf("worker ignoring SIGTERM killed after %v (drain timeout 200ms)", elapsed)
-	require.GreaterOrEqual(t, elapsed, 200*time.Millisecond)
-	require.Less(t, elapsed, 2*time.Second)
+	t.Logf("worker ignoring SIGTERM killed after %v (drain timeout 200ms)", time.Since(start))
 	require.False(t, running(victim.PID))
 	require.Contains(t, logOf(t, victim), "sigterm\n")
 	require.NotContains(t, logOf(t, victim), "exit\n", "it was killed, it did not exit")
