@@ -145,18 +145,19 @@ language,m-large,1200,0,41
 	require.ErrorContains(t, err, `missing column "timestamp_s"`)
 }
 
-// The bundled slices of the shared traces (testdata/traces, see its README).
+// The bundled slices of the shared traces (testdata/traces, see its README; the Azure code
+// trace is the demo's copy, bundled once).
 func TestReadBundledTraces(t *testing.T) {
 	for _, tc := range []struct {
-		file string
+		path string
 		rows int
 		span float64 // seconds, approximately
 	}{
-		{"AzureLLMInferenceTrace_code_2023.csv.gz", 8819, 57 * 60},
-		{"mooncake_conversation_first2000.jsonl.gz", 2000, 0},
+		{filepath.Join("..", "cmd", "planner", "demodata", "azure_code_2023.csv.gz"), 8819, 57 * 60},
+		{filepath.Join("testdata", "traces", "mooncake_conversation_first2000.jsonl.gz"), 2000, 0},
 	} {
-		t.Run(tc.file, func(t *testing.T) {
-			reqs, err := ReadTrace(filepath.Join("testdata", "traces", tc.file))
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			reqs, err := ReadTrace(tc.path)
 			require.NoError(t, err)
 			require.Len(t, reqs, tc.rows)
 			require.Zero(t, reqs[0].Arrival)
