@@ -40,7 +40,14 @@ type StartOptions struct {
 	AckTimeout time.Duration
 	// MaxTicksPerRun continues as new after this many ticks (0: when the server suggests).
 	MaxTicksPerRun int
+	// WorkerWait is how long to wait for a worker polling TaskQueue before giving up (0:
+	// DefaultWorkerWait): the configuration update that starts or updates the planner is run
+	// by a worker, and without one it would wait forever.
+	WorkerWait time.Duration
 }
+
+// DefaultWorkerWait is StartOptions.WorkerWait's default.
+const DefaultWorkerWait = 15 * time.Second
 
 // StartResult says what StartPlanner did.
 type StartResult struct {
@@ -140,6 +147,9 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttributeMode).ValueSet(string(cfg.Mode)),
 		)
 	}
+	if err := waitForWorker(ctx, c, o.TaskQueue, o.WorkerWait); err != nil {
+		return res, err
+	}
 	in := workflows.Input{Deployment: d, Config: cfg, InitialPrefill: res.InitialPrefill, InitialDecode: res.InitialDecode,
 		AckTimeoutSeconds: o.AckTimeout.Seconds(), MaxTicksPerRun: o.MaxTicksPerRun, HostTaskQueue: host}
 	startOp := c.NewWithStartWorkflowOperation(sw, workflows.WorkflowName, in)
@@ -220,6 +230,31 @@ func pickHostQueue(ctx context.Context, c client.Client, d workflows.Deployment,
 			"add the deployment to a worker's deployments file, then run planner start again", d.Namespace, d.Name, own), nil
 	}
 	return own, true, "", nil
+}
+
+// waitForWorker waits until a worker polls the planner workflows' task queue, for at most
+// wait (0: DefaultWorkerWait). A server that cannot say (no permission to describe task
+// queues) is not a reason to stop.
+func waitForWorker(ctx context.Context, c client.Client, queue string, wait time.Duration) error {
+	if wait <= 0 {
+		wait = DefaultWorkerWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil || len(resp.GetPollers()) > 0 {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("no worker polls task queue %q (waited %s): the planner's configuration is applied by a worker, "+
+				"so start one first (planner worker, with the same TEMPORAL_* settings and --task-queue), then run this again", queue, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // hostPolled reports whether a worker polls the host task queue for activities.

@@ -99,6 +99,13 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 	srv := temporaltest.Start(t)
 	useTemporal(t, srv)
 
+	// No worker yet: planner start says so instead of waiting forever for the update.
+	var out0, err0 bytes.Buffer
+	code0 := run(context.Background(), []string{"start", "-f", "testdata/threshold-noop.yaml", "--deployment", "prod/early",
+		"--wait-for-worker", "1s"}, &out0, &err0)
+	require.Equal(t, 1, code0, out0.String())
+	require.Contains(t, err0.String(), `no worker polls task queue "planner" (waited 1s)`)
+
 	metricsAddr := freeAddr(t)
 	runWorkerInProcess(t, "--metrics-address", metricsAddr, "--observations", "testdata/kv-script.json",
 		"--noop-journal-dir", t.TempDir(), "--log-level", "warn")

@@ -32,6 +32,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	initialDecode := fs.Int("initial-decode", -1, "decode (or aggregated) replicas running now; -1: the minimum endpoints")
 	ackTimeout := fs.Duration("ack-timeout", 1800*time.Second, "virtual environment: publish a new decision anyway after waiting this long for an acknowledgement")
 	maxTicks := fs.Int("max-ticks-per-run", 0, "continue as new after this many ticks (0: when the server suggests it); for tests")
+	workerWait := fs.Duration("wait-for-worker", worker.DefaultWorkerWait, "give up when no worker polls --task-queue within this long (the configuration is applied by a worker)")
 	hostQueue := fs.String("host-task-queue", "", "task queue of the worker hosting the deployment (default: planner-host/<namespace>/<name> when a worker hosts it, which local and kubernetes require; \""+worker.NoHost+"\": none)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner start -f config.yaml --deployment <namespace>/<name> [flags]")
@@ -75,7 +76,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer c.Close()
 	res, err := worker.StartPlanner(ctx, c, opts.Namespace, worker.StartOptions{Deployment: d, Config: cfg, TaskQueue: *taskQueue,
-		HostTaskQueue: *hostQueue, InitialPrefill: *initialPrefill, InitialDecode: *initialDecode, AckTimeout: *ackTimeout, MaxTicksPerRun: *maxTicks})
+		HostTaskQueue: *hostQueue, InitialPrefill: *initialPrefill, InitialDecode: *initialDecode, AckTimeout: *ackTimeout, MaxTicksPerRun: *maxTicks, WorkerWait: *workerWait})
 	for _, n := range res.Notes {
 		fmt.Fprintf(stderr, "note: %s\n", n)
 	}
