@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -395,3 +396,33 @@ func FuzzLoad(f *testing.F) {
 		require.Equal(t, c, back)
 	})
 }
+
+func TestCheckFootprint(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		err    string
+		need   int64
+	}{
+		{"fits", func(c *Config) { c.MinEndpoint, c.MaxGPUBudget = 2, 8 }, "", 4},
+		{"too big", func(c *Config) { c.MinEndpoint, c.MaxGPUBudget = 5, 8 }, "need 10 GPUs, over max_gpu_budget 8", 10},
+		{"GPUs per replica", func(c *Config) { c.MinEndpoint, c.MaxGPUBudget, c.DecodeEngineNumGPU = 2, 8, ptrTo(4) }, "need 10 GPUs", 10},
+		{"no ceiling", func(c *Config) { c.MinEndpoint, c.MaxGPUBudget = 50, -1 }, "", 100},
+		{"one pool", func(c *Config) { c.Mode, c.MinEndpoint, c.MaxGPUBudget = ModeDecode, 8, 8 }, "", 8},
+		{"no overflow", func(c *Config) { c.MinEndpoint, c.MaxGPUBudget, c.DecodeEngineNumGPU = 1<<62, 8, ptrTo(1<<62) }, "over max_gpu_budget", math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			tc.mutate(&c)
+			require.Equal(t, tc.need, c.MinimumGPUs())
+			err := c.CheckFootprint()
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

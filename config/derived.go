@@ -209,6 +209,44 @@ func (c *Config) DecodeGPUs() int {
 	return 1
 }
 
+// MinimumGPUs is the GPUs the minimum endpoints need at the configured GPUs per replica
+// (saturating, never overflowing).
+func (c *Config) MinimumGPUs() int64 {
+	need := 0.0
+	if c.HasPrefill() {
+		need += float64(max(0, c.PrefillMinEndpoints())) * float64(max(0, c.PrefillGPUs()))
+	}
+	if c.HasDecode() {
+		need += float64(max(0, c.DecodeMinEndpoints())) * float64(max(0, c.DecodeGPUs()))
+	}
+	if need >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(need)
+}
+
+// CheckFootprint reports a configuration whose minimum endpoints need more GPUs than
+// max_gpu_budget allows (at the configured GPUs per replica): the planner could never satisfy
+// both, and a running planner's set_limits refuses the same combination. It is not part of
+// Validate, which also runs inside the workflow on configurations started before the check
+// existed; planner validate, planner start and the worker's deployments file apply it.
+func (c *Config) CheckFootprint() error {
+	if c.MaxGPUBudget < 0 {
+		return nil
+	}
+	if need := c.MinimumGPUs(); need > int64(c.MaxGPUBudget) {
+		var pools []string
+		if c.HasPrefill() {
+			pools = append(pools, fmt.Sprintf("prefill %d × %d GPUs", c.PrefillMinEndpoints(), c.PrefillGPUs()))
+		}
+		if c.HasDecode() {
+			pools = append(pools, fmt.Sprintf("decode %d × %d GPUs", c.DecodeMinEndpoints(), c.DecodeGPUs()))
+		}
+		return fmt.Errorf("the minimum endpoints (%s) need %d GPUs, over max_gpu_budget %d", strings.Join(pools, ", "), need, c.MaxGPUBudget)
+	}
+	return nil
+}
+
 // Warnings lists settings that are legal but probably not what the operator meant: SLA
 // targets set under a threshold target (where they are unused), and Dynamo settings this
 // planner accepts for compatibility but does not act on, when they differ from the default.

@@ -356,9 +356,12 @@ func (d *HostedDeployment) resolve(dir string, env config.LookupEnv) []error {
 	if d.PlannerConfig != "" {
 		path(&d.PlannerConfig)
 		cfg, err := config.LoadFile(d.PlannerConfig, env)
-		if err != nil {
+		switch {
+		case err != nil:
 			add("planner_config: %w", err)
-		} else {
+		case cfg.CheckFootprint() != nil:
+			add("planner_config: %w", cfg.CheckFootprint())
+		default:
 			d.plannerConfig = &cfg
 		}
 	}

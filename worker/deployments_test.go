@@ -78,6 +78,7 @@ deployments:
 func TestParseDeploymentsRefusesBadInput(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "noop.yaml"), []byte(`{"mode": "decode", "environment": "noop", "optimization_target": "throughput", "load_adjustment_interval": 2}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "oversized.yaml"), []byte(`{"mode": "decode", "environment": "noop", "min_endpoint": 9, "max_gpu_budget": 8}`), 0o644))
 	tests := []struct {
 		name string
 		file string
@@ -121,6 +122,8 @@ func TestParseDeploymentsRefusesBadInput(t *testing.T) {
 			[]string{`planner_config: environment "noop", but the connector is "virtual"`}},
 		{"scrape slower than the ticks", "deployments:\n  - {deployment: a/b, planner_config: noop.yaml, connector: {kind: noop}, traffic: {model: m, dynamo_namespace: n, scrape: {url: 'http://f/metrics', interval: 2s}}}\n",
 			[]string{"traffic.scrape.interval 2s: at most half the planner's shortest traffic window (2s)"}},
+		{"minimum over the budget", "deployments:\n  - {deployment: a/b, planner_config: oversized.yaml, connector: {kind: noop}}\n",
+			[]string{"planner_config: the minimum endpoints (decode 9 × 1 GPUs) need 9 GPUs, over max_gpu_budget 8"}},
 		{"missing planner config", "deployments:\n  - {deployment: a/b, planner_config: nope.yaml, connector: {kind: noop}}\n",
 			[]string{"planner_config: planner config: open"}},
 		{"absurd string", "deployments:\n  - {deployment: a/b, connector: {kind: noop}, traffic: {model: " + strings.Repeat("m", 5000) + ", dynamo_namespace: n, scrape: {url: 'http://f'}}}\n",

@@ -84,6 +84,9 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	if o.AckTimeout < 0 {
 		return StartResult{}, fmt.Errorf("ack timeout must not be negative, got %s", o.AckTimeout)
 	}
+	if err := o.Config.CheckFootprint(); err != nil {
+		return StartResult{}, fmt.Errorf("planner config: %w", err)
+	}
 	cfg := o.Config
 	res := StartResult{WorkflowID: d.WorkflowID()}
 	// Secrets stay on the worker: the workflow's input, history and config query are

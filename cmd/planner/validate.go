@@ -45,6 +45,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := cfg.CheckFootprint(); err != nil {
+		return fmt.Errorf("planner config %s: %w", describeSource(*file), err)
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}

@@ -26,6 +26,10 @@ func TestValidateCommand(t *testing.T) {
 	require.Contains(t, out, "scaling policy ahead every 5s (docs/policy.md), startup assumed 90s until measured")
 	require.NotContains(t, out, "throughput loop every")
 
+	code, _, errOut = runCLI("validate", "-f", `{"min_endpoint": 5, "max_gpu_budget": 8}`)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "the minimum endpoints (prefill 5 × 1 GPUs, decode 5 × 1 GPUs) need 10 GPUs, over max_gpu_budget 8")
+
 	code, _, errOut = runCLI("validate", "-f", "../../config/testdata/bad/unknown_key.yaml")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `line 2: unknown key "ttft_msec" (did you mean "ttft_ms"?)`)
