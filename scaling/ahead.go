@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
+	"gonum.org/v1/gonum/stat"
 )
 
 // The ahead policy's fixed parameters. They are the same for every deployment and trace;
@@ -233,9 +234,8 @@ type Forecast struct {
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
 	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
-	// the lead time, bursts within a bucket included; Expected is the forecast without the
-	// margins.
-	Rate, Expected float64
+	// the lead time, bursts within a bucket included.
+	Rate float64
 	// ISL and OSL are the recent mean lengths.
 	ISL, OSL float64
 	// Burst is the excess rate of the recent bursts within a bucket, beyond Poisson noise.
@@ -256,7 +256,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		f.ISL, f.OSL = isl/n, osl/n
 	}
 
-	// Trend: a weighted least-squares line through the complete buckets of the window.
+	// Trend: a least-squares line through the complete buckets of the window.
 	window := math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
 	last := len(a.Count) - 1
 	var xs, ys []float64
@@ -266,7 +266,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 	}
 	if len(xs) >= 3 {
-		slope, icept := fitLine(xs, ys)
+		icept, slope := stat.LinearRegression(xs, ys, nil, false)
 		f.Slope = slope / a.BucketS
 		var ss float64
 		for i := range xs {
@@ -276,13 +276,12 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		variance := ss/float64(len(xs)-2) - f.Level/a.BucketS // minus Poisson noise
 		f.Spread = math.Sqrt(math.Max(0, variance))
 	}
-	// The level is about half a level window old; the engines decided now serve until the
-	// end of the lead time.
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
-	up := f.Level + math.Max(0, f.Slope)*(lead+math.Max(a.BucketS, 2*interval)/2)
-	f.Rate, f.Expected = up+margin, up
+	// The level is about half a level window old; the engines decided now serve until the
+	// end of the lead time.
+	f.Rate = f.Level + math.Max(0, f.Slope)*(lead+math.Max(a.BucketS, 2*interval)/2) + margin
 
 	if period, acf, ok := a.period(); ok {
 		f.PeriodS = float64(period) * a.BucketS
@@ -302,11 +301,9 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			f.Seasonal = ahead * scale
 			if acf >= aheadTrustedCorrelation {
 				// A clear period: it knows the turns a trend overshoots.
-				f.Expected = math.Max(f.Level, f.Seasonal)
-				f.Rate = f.Expected + margin
+				f.Rate = math.Max(f.Level, f.Seasonal) + margin
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
-				f.Expected = math.Max(f.Expected, f.Seasonal)
 			}
 		}
 	}
@@ -414,26 +411,6 @@ func (a *AheadState) period() (int, float64, bool) {
 		}
 	}
 	return bestLag, best, bestLag > 0
-}
-
-// fitLine is the least-squares line y = icept + slope·x.
-func fitLine(xs, ys []float64) (slope, icept float64) {
-	var mx, my float64
-	for i := range xs {
-		mx, my = mx+xs[i], my+ys[i]
-	}
-	n := float64(len(xs))
-	mx, my = mx/n, my/n
-	var sxy, sxx float64
-	for i := range xs {
-		sxy += (xs[i] - mx) * (ys[i] - my)
-		sxx += (xs[i] - mx) * (xs[i] - mx)
-	}
-	if sxx == 0 {
-		return 0, my
-	}
-	slope = sxy / sxx
-	return slope, my - slope*mx
 }
 
 // erlangC is the probability that an arrival waits in an M/M/c queue with offered load a

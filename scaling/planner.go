@@ -372,29 +372,25 @@ func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, erro
 	if runLoad {
 		t.observeFPM()
 	}
+	var final Decision
 	if p.cfg.Ahead() {
-		final := Decision{}
+		// This planner's own policy replaces both of Dynamo's loops.
+		runThr, diag.RanThroughput, next.NextThroughputAt = false, false, nil
 		if runLoad {
 			final = t.ahead()
 		}
-		t.saveModels()
-		next.NextLoadAt = ptr(in.Now + p.loadI)
-		next.NextThroughputAt = nil
-		diag.Decision = final
-		diag.NextTickAt = p.NextTick(next).At
-		diag.ThroughputLowerBoundPrefill, diag.ThroughputLowerBoundDecode = next.LowerBoundPrefill, next.LowerBoundDecode
-		return next, final, diag, nil
-	}
-	var dec *Decision
-	if runThr {
-		dec = t.throughput()
-	}
-	if runLoad {
-		if d := t.load(); d != nil {
-			dec = d
+	} else {
+		var dec *Decision
+		if runThr {
+			dec = t.throughput()
 		}
+		if runLoad {
+			if d := t.load(); d != nil {
+				dec = d
+			}
+		}
+		final = t.finish(dec)
 	}
-	final := t.finish(dec)
 	t.saveModels()
 
 	if runLoad {
