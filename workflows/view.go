@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
 )
@@ -155,6 +156,28 @@ func unixTime(s float64) string {
 	return time.Unix(0, int64(s*1e9)).UTC().Format("15:04:05Z")
 }
 
+// requestRates are a tick's observed and predicted request rates (nil: not observed or not
+// predicted): Dynamo's throughput loop counts requests over its interval; the ahead policy
+// over the load interval, every tick.
+func requestRates(cfg config.Config, d *scaling.Diagnostics) (observed, predicted *float64) {
+	interval := float64(cfg.ThroughputAdjustmentIntervalSeconds)
+	if cfg.Ahead() {
+		interval = float64(cfg.LoadAdjustmentIntervalSeconds)
+	}
+	if interval <= 0 {
+		return nil, nil
+	}
+	if d.ObservedNumReq != nil && (d.RanThroughput || cfg.Ahead()) {
+		v := *d.ObservedNumReq / interval
+		observed = &v
+	}
+	if d.PredictedNumReq != nil {
+		v := *d.PredictedNumReq / interval
+		predicted = &v
+	}
+	return observed, predicted
+}
+
 // metrics emits the dynamo_planner_* gauges through the workflow's replay-safe metrics
 // handler (tagged with the deployment's workflow id).
 func (r *run) metrics(rec *TickRecord) {
@@ -185,14 +208,9 @@ func (r *run) metrics(rec *TickRecord) {
 	set("predicted_output_sequence_tokens", d.PredictedOSL)
 	set("engine_prefill_capacity_requests_per_second", d.EngineRPSPrefill)
 	set("engine_decode_capacity_requests_per_second", d.EngineRPSDecode)
-	if d.ObservedNumReq != nil && rec.Diagnostics.RanThroughput {
-		v := *d.ObservedNumReq / float64(st.Config.ThroughputAdjustmentIntervalSeconds)
-		set("observed_requests_per_second", &v)
-	}
-	if d.PredictedNumReq != nil {
-		v := *d.PredictedNumReq / float64(st.Config.ThroughputAdjustmentIntervalSeconds)
-		set("predicted_requests_per_second", &v)
-	}
+	observed, predicted := requestRates(st.Config, d)
+	set("observed_requests_per_second", observed)
+	set("predicted_requests_per_second", predicted)
 	enum := func(name string, current scaling.Reason, states []scaling.Reason) {
 		if current == "" {
 			return
