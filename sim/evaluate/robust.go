@@ -160,7 +160,10 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			if err != nil {
 				return nil, err
 			}
-			span := all[len(all)-1].Arrival
+			var span float64
+			for _, r := range all {
+				span = math.Max(span, r.Arrival)
+			}
 			want := length * scale
 			if want > span {
 				want = span
