@@ -25,6 +25,11 @@ const (
 	DefaultReadyTimeout = 2 * time.Second
 )
 
+// MaxGPUs bounds the GPU pool of one deployment (Config.GPUs, ParseGPUs): every worker is a
+// process of this machine, so a larger pool is a mistake (such as the range "0-99999999"),
+// and the bound keeps every GPU and worker count far from int overflow.
+const MaxGPUs = 4096
+
 // Placeholders are the names a Command argument, an Env value or a ReadyURL may use, written
 // in braces ("{http_port}"); each is replaced by the worker's value.
 var Placeholders = []string{"name", "component", "index", "http_port", "fpm_port", "gpus"}
@@ -99,6 +104,9 @@ func (c Config) Validate() error {
 	if len(c.GPUs) == 0 {
 		add("gpus: the pool is empty")
 	}
+	if len(c.GPUs) > MaxGPUs {
+		add("gpus: %d ids, at most %d", len(c.GPUs), MaxGPUs)
+	}
 	seen := map[int]bool{}
 	for _, g := range c.GPUs {
 		if g < 0 {
@@ -122,6 +130,9 @@ func (c Config) Validate() error {
 			continue
 		}
 		deployed++
+		if cc.GPUsPerWorker > len(c.GPUs) {
+			add("%s.gpus_per_worker %d is more than the pool's %d GPUs", comp, cc.GPUsPerWorker, len(c.GPUs))
+		}
 		if cc.Command[0] == "" {
 			add("%s.command: the program is empty", comp)
 		}
@@ -234,6 +245,9 @@ func ParseGPUs(s string) ([]int, error) {
 		}
 		if a < 0 || b < a {
 			return nil, fmt.Errorf("gpu pool %q: range %q is empty or negative", s, part)
+		}
+		if b-a >= MaxGPUs-len(ids) { // b >= a >= 0: no overflow
+			return nil, fmt.Errorf("gpu pool %q: more than %d GPU ids", s, MaxGPUs)
 		}
 		for g := a; g <= b; g++ {
 			ids = append(ids, g)

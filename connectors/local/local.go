@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -296,8 +297,20 @@ func (l *Local) reconcile(targets poolCounts) error {
 		if n > 0 && len(cc.Command) == 0 {
 			return fmt.Errorf("%w: the %s pool is not deployed (no command configured)", connectors.ErrInvalidTargets, c)
 		}
+		// Bound the target before any arithmetic on it: a pool never holds more workers
+		// than its GPUs divided by the GPUs per worker (Validate makes that at least 1).
+		if limit := len(l.cfg.GPUs) / cc.GPUsPerWorker; n < 0 || n > limit {
+			return fmt.Errorf("%w: the %s target %d exceeds the %d workers the pool of %d GPUs holds at %d GPUs per worker",
+				connectors.ErrInvalidTargets, c, n, limit, len(l.cfg.GPUs), cc.GPUsPerWorker)
+		}
 		if add := n - len(live[c]); add > 0 {
-			need += add * cc.GPUsPerWorker
+			gpus, ok := mulNonNeg(add, cc.GPUsPerWorker)
+			if ok {
+				need, ok = addNonNeg(need, gpus)
+			}
+			if !ok {
+				return fmt.Errorf("%w: the %s scale-up's GPU count overflows", connectors.ErrInvalidTargets, c)
+			}
 		}
 	}
 	if need > len(free) {
@@ -425,6 +438,23 @@ func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (
 	l.log.Info("started worker", "worker", w.Name, "pid", w.PID, "gpus", joinInts(gpus),
 		"http_port", w.HTTPPort, "fpm_port", w.FPMPort, "log", w.LogFile)
 	return w, nil
+}
+
+// mulNonNeg returns a*b for non-negative a and b, and false when the product overflows an
+// int.
+func mulNonNeg(a, b int) (int, bool) {
+	if a < 0 || b < 0 || (b != 0 && a > math.MaxInt/b) {
+		return 0, false
+	}
+	return a * b, true
+}
+
+// addNonNeg returns a+b for non-negative a and b, and false when the sum overflows an int.
+func addNonNeg(a, b int) (int, bool) {
+	if a < 0 || b < 0 || a > math.MaxInt-b {
+		return 0, false
+	}
+	return a + b, true
 }
 
 // workerName is Dynamo's local naming: "<ns>_<component>" for the first worker,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,9 +266,9 @@ func TestPoolExhaustionStartsNothing(t *testing.T) {
 	before := l.Workers()
 	ctx := context.Background()
 
-	err := l.Apply(ctx, 1, connectors.Targets{Decode: n(4)})
+	err := l.Apply(ctx, 1, connectors.Targets{Decode: n(3)})
 	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
-	require.ErrorContains(t, err, "needs 3 GPUs but 1 of the pool's 3 are free")
+	require.ErrorContains(t, err, "needs 2 GPUs but 1 of the pool's 3 are free")
 	require.Equal(t, before, l.Workers(), "nothing started or stopped")
 	logs, err := os.ReadDir(filepath.Join(dir, "logs"))
 	require.NoError(t, err)
@@ -299,6 +300,50 @@ func TestPoolExhaustionStartsNothing(t *testing.T) {
 	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
 	_, err = os.Stat(cfg.StateFile)
 	require.ErrorIs(t, err, os.ErrNotExist, "a failed Open records nothing")
+}
+
+func TestAbsurdTargetsAreRefusedBeforeAnything(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		perGPU  int // decode GPUs per worker
+		targets connectors.Targets
+		want    string
+	}{
+		{"max int64 decode, 2 GPUs per worker", 2, connectors.Targets{Decode: n(math.MaxInt64)}, "decode target 9223372036854775807 exceeds the 4 workers"},
+		{"2^62 decode, 4 GPUs per worker", 4, connectors.Targets{Decode: n(1 << 62)}, "decode target 4611686018427387904 exceeds the 2 workers"},
+		{"max int64 in both pools", 1, connectors.Targets{Prefill: n(math.MaxInt64), Decode: n(math.MaxInt64)}, "prefill target 9223372036854775807 exceeds the 8 workers"},
+		{"2^62 prefill only", 1, connectors.Targets{Prefill: n(1 << 62)}, "prefill target 4611686018427387904 exceeds the 8 workers"},
+		{"one over capacity", 2, connectors.Targets{Decode: n(5)}, "decode target 5 exceeds the 4 workers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := config(t, dir)
+			cfg.Decode.GPUsPerWorker = tc.perGPU
+			l := open(t, cfg, connectors.Targets{Decode: n(1)})
+			settle(t, l)
+			before := l.Workers()
+			file, err := os.ReadFile(cfg.StateFile)
+			require.NoError(t, err)
+
+			err = l.Apply(context.Background(), 1, tc.targets)
+			require.ErrorIs(t, err, connectors.ErrInvalidTargets)
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, before, l.Workers(), "nothing started or stopped")
+			logs, err := os.ReadDir(filepath.Join(dir, "logs"))
+			require.NoError(t, err)
+			require.Len(t, logs, 1, "no process was started")
+			after, err := os.ReadFile(cfg.StateFile)
+			require.NoError(t, err)
+			require.Equal(t, string(file), string(after), "the state file is unchanged")
+			inv, err := l.Inventory(context.Background())
+			require.NoError(t, err)
+			require.Zero(t, inv.AppliedDecisionID)
+
+			// The refused decision id is still free for targets the pool can take.
+			require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(2)}))
+			require.Len(t, l.Workers(), 2)
+		})
+	}
 }
 
 func TestRestartAdoptsLiveWorkers(t *testing.T) {
@@ -506,6 +551,14 @@ func TestValidate(t *testing.T) {
 		{"bad ready url", func(c *Config) { c.Prefill.ReadyURL = "http://{host}/" }, "prefill.ready_url: unknown placeholder {host}"},
 		{"cuda env", func(c *Config) { c.Decode.Env = map[string]string{"CUDA_VISIBLE_DEVICES": "0"} }, "set by the supervisor"},
 		{"negative gpus per worker", func(c *Config) { c.Decode.GPUsPerWorker = -2 }, "decode.gpus_per_worker -2 is negative"},
+		{"gpus per worker over the pool", func(c *Config) { c.Prefill.GPUsPerWorker = 9 }, "prefill.gpus_per_worker 9 is more than the pool's 8 GPUs"},
+		{"huge gpus per worker", func(c *Config) { c.Decode.GPUsPerWorker = math.MaxInt }, "decode.gpus_per_worker 9223372036854775807 is more than the pool's 8 GPUs"},
+		{"pool too large", func(c *Config) {
+			c.GPUs = nil
+			for g := range MaxGPUs + 1 {
+				c.GPUs = append(c.GPUs, g)
+			}
+		}, "gpus: 4097 ids, at most 4096"},
 		{"negative drain", func(c *Config) { c.DrainTimeout = -time.Second }, "drain_timeout -1s is negative"},
 		{"ready url without command", func(c *Config) { c.Prefill.Command = nil }, "prefill: ready_url or env set but no command"},
 	} {
@@ -525,6 +578,10 @@ func TestValidate(t *testing.T) {
 }
 
 func TestParseGPUs(t *testing.T) {
+	allGPUs := make([]int, MaxGPUs)
+	for i := range allGPUs {
+		allGPUs[i] = i
+	}
 	for _, tc := range []struct {
 		in   string
 		want []int
@@ -537,6 +594,10 @@ func TestParseGPUs(t *testing.T) {
 		{"a", nil, `"a" is not a GPU id`},
 		{"3-1", nil, "empty or negative"},
 		{"1-x", nil, `"1-x" is not a GPU id`},
+		{"0-4095", allGPUs, ""},
+		{"0-4096", nil, "more than 4096 GPU ids"},
+		{"0-4095,5000", nil, "more than 4096 GPU ids"},
+		{"0-9223372036854775807", nil, "more than 4096 GPU ids"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseGPUs(tc.in)
@@ -574,4 +635,27 @@ func TestOneSupervisorPerStateFile(t *testing.T) {
 	l2, err := Open(cfg, connectors.Targets{Decode: n(1)})
 	require.NoError(t, err, "closing releases the state file")
 	require.NoError(t, l2.Close())
+}
+
+func TestCheckedArithmetic(t *testing.T) {
+	for _, tc := range []struct {
+		a, b         int
+		mul, add     int
+		mulOK, addOK bool
+	}{
+		{3, 4, 12, 7, true, true},
+		{0, math.MaxInt, 0, math.MaxInt, true, true},
+		{math.MaxInt, 1, math.MaxInt, 0, true, false},
+		{math.MaxInt, 2, 0, 0, false, false},
+		{1 << 62, 4, 0, 1<<62 + 4, false, true},
+		{1 << 62, 1 << 62, 0, 0, false, false},
+		{-1, 2, 0, 0, false, false},
+	} {
+		mul, ok := mulNonNeg(tc.a, tc.b)
+		require.Equal(t, tc.mulOK, ok, "%d*%d", tc.a, tc.b)
+		require.Equal(t, tc.mul, mul, "%d*%d", tc.a, tc.b)
+		add, ok := addNonNeg(tc.a, tc.b)
+		require.Equal(t, tc.addOK, ok, "%d+%d", tc.a, tc.b)
+		require.Equal(t, tc.add, add, "%d+%d", tc.a, tc.b)
+	}
 }
