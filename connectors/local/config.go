@@ -145,8 +145,8 @@ func (c Config) Validate() error {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				add("%s.env: invalid variable name %q", comp, k)
 			}
-			if k == "CUDA_VISIBLE_DEVICES" {
-				add("%s.env: CUDA_VISIBLE_DEVICES is set by the supervisor", comp)
+			if k == "CUDA_VISIBLE_DEVICES" || k == WorkerMarkerEnv {
+				add("%s.env: %s is set by the supervisor", comp, k)
 			}
 			if err := checkTemplate(v); err != nil {
 				add("%s.env[%s]: %w", comp, k, err)

@@ -5,10 +5,14 @@
 // CUDA_VISIBLE_DEVICES from a pool of (possibly simulated) GPU ids and two free loopback ports
 // (HTTP and FPM), run in their own process group with their output in <LogDir>/<name>.log,
 // and survive a restart of the supervisor, which re-adopts them from its state file (a JSON
-// file written atomically). Scale-down drains the highest-suffix workers: SIGTERM to the
-// group, SIGKILL after the drain timeout. A background reconcile loop probes readiness
-// (ReadyURL answering 200), detects workers that died (reported, never silently restarted),
-// enforces drain and start deadlines, and frees the GPUs and ports of drained workers.
+// file written atomically). A worker is recorded in the state file before its process is
+// started, and the process carries a marker in its environment (WorkerMarkerEnv): a
+// supervisor stopped before it could record the pid finds the process by its marker when it
+// opens again, rather than starting a second one. Scale-down drains the highest-suffix
+// workers: SIGTERM to the group, SIGKILL after the drain timeout. A background reconcile
+// loop probes readiness (ReadyURL answering 200), detects workers that died (reported, never
+// silently restarted), enforces drain and start deadlines, and frees the GPUs and ports of
+// drained workers.
 //
 // The loop runs in the background rather than on each Inventory call because its work is
 // time-driven (SIGKILL at the drain deadline, reaping exited children, start timeouts) and
@@ -18,6 +22,7 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -134,7 +139,9 @@ func Open(cfg Config, initial connectors.Targets) (*Local, error) {
 			return nil, fmt.Errorf("local connector: state file %s belongs to namespace %q, not %q", cfg.StateFile, st.Namespace, cfg.Namespace)
 		}
 		l.st = st
-		l.adopt()
+		if err := l.adopt(); err != nil {
+			return nil, fmt.Errorf("local connector: %s: %w", cfg.StateFile, err)
+		}
 	} else {
 		if err := initial.Validate(); err != nil {
 			return nil, fmt.Errorf("local connector: initial targets: %w: %w", connectors.ErrInvalidTargets, err)
@@ -147,13 +154,13 @@ func Open(cfg Config, initial connectors.Targets) (*Local, error) {
 			}
 		}
 		if err := l.reconcile(targets); err != nil {
-			l.killStarted()
+			l.forgetStarted()
 			return nil, fmt.Errorf("local connector: start initial targets (%s): %w", initial, err)
 		}
 	}
 	if err := l.persist(); err != nil {
 		if !found {
-			l.killStarted()
+			l.forgetStarted()
 		}
 		return nil, fmt.Errorf("local connector: %w", err)
 	}
@@ -162,14 +169,18 @@ func Open(cfg Config, initial connectors.Targets) (*Local, error) {
 	return l, nil
 }
 
-// killStarted kills the workers this supervisor started (used when Open fails, so nothing
-// is left behind that no state file records). Called with the lock held.
-func (l *Local) killStarted() {
+// forgetStarted kills the workers this supervisor started and removes the state file their
+// intents created (used when Open fails on a new state file, so nothing is left behind and
+// the next Open starts the initial targets). Called with the lock held.
+func (l *Local) forgetStarted() {
 	for pid, c := range l.children {
 		_ = signalGroup(pid, syscall.SIGKILL)
 		<-c.done
 	}
 	l.children = map[int]*child{}
+	if err := os.Remove(l.cfg.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.log.Error("cannot remove the state file of a failed open", "err", err)
+	}
 }
 
 // pick returns the target of one pool.
@@ -181,11 +192,30 @@ func pick(t connectors.Targets, c scaling.Component) *int {
 }
 
 // adopt checks the workers read from the state file: live ones are adopted, dead ones are
-// marked exited (drained ones are dropped). Called with the lock held.
-func (l *Local) adopt() {
+// marked exited (drained ones are dropped). An intent (a worker recorded before its start,
+// whose pid was never recorded) is resolved by its marker: the process carrying it is
+// adopted; without one the intent is dropped, so the next apply starts the worker once. It
+// fails only when the processes cannot be listed to look for an intent's process (dropping
+// the intent could then start a worker twice). Called with the lock held.
+func (l *Local) adopt() error {
 	now := time.Now()
 	kept := l.st.Workers[:0]
 	for _, w := range l.st.Workers {
+		if w.intent() {
+			pid, startTime, found, err := findMarked(w.Marker)
+			if err != nil {
+				return fmt.Errorf("look for worker %s, whose start was not recorded: %w", w.Name, err)
+			}
+			if !found {
+				l.log.Warn("worker being started when the supervisor stopped does not run; the next apply starts it",
+					"worker", w.Name, "marker", w.Marker)
+				continue
+			}
+			w.PID, w.StartTime = pid, startTime
+			l.log.Info("adopted worker started before the supervisor stopped", "worker", w.Name, "pid", w.PID, "marker", w.Marker)
+			kept = append(kept, w)
+			continue
+		}
 		if !w.mayBeAlive() {
 			kept = append(kept, w)
 			continue
@@ -215,6 +245,7 @@ func (l *Local) adopt() {
 		kept = append(kept, w)
 	}
 	l.st.Workers = kept
+	return nil
 }
 
 // Apply brings the deployment to the targets (a nil target leaves the pool alone): it starts
@@ -331,25 +362,27 @@ func (l *Local) reconcile(targets poolCounts) error {
 		kept = append(kept, w)
 	}
 	l.st.Workers = kept
+	prevTargets := l.st.Targets
+	l.st.Targets = targets // recorded with the intents
 
-	var started []Worker
+	var started []string // markers of the workers recorded below
 	for _, c := range components {
+		per := l.cfg.component(c).GPUsPerWorker
 		for add := *targets.get(c) - len(live[c]); add > 0; add-- {
-			gpus := free[:l.cfg.component(c).GPUsPerWorker:l.cfg.component(c).GPUsPerWorker]
-			free = free[len(gpus):]
-			w, err := l.startWorker(c, gpus, started)
-			if err != nil {
-				for _, s := range started {
-					_ = signalGroup(s.PID, syscall.SIGKILL)
-					<-l.children[s.PID].done
-					delete(l.children, s.PID)
-				}
-				return fmt.Errorf("start a %s worker: %w", c, err)
+			if len(free) < per { // ruled out by the count above; never slice past the pool
+				return l.unstart(started, prevTargets, fmt.Errorf("start a %s worker: %d free GPUs, want %d", c, len(free), per))
 			}
-			started = append(started, w)
+			gpus := free[:per:per]
+			free = free[per:]
+			marker, err := l.startWorker(c, gpus)
+			if marker != "" {
+				started = append(started, marker)
+			}
+			if err != nil {
+				return l.unstart(started, prevTargets, fmt.Errorf("start a %s worker: %w", c, err))
+			}
 		}
 	}
-	l.st.Workers = append(l.st.Workers, started...)
 
 	now := time.Now()
 	for _, c := range components {
@@ -360,8 +393,32 @@ func (l *Local) reconcile(targets poolCounts) error {
 			l.log.Info("draining worker", "worker", w.Name, "pid", w.PID)
 		}
 	}
-	l.st.Targets = targets
 	return nil
+}
+
+// unstart undoes the starts of a reconcile that failed: it kills the workers recorded with
+// the given markers and forgets them, restores the targets, records that in the state file
+// (best effort: the file already holds the intents) and returns cause. Called with the lock
+// held.
+func (l *Local) unstart(markers []string, targets poolCounts, cause error) error {
+	for _, w := range l.st.Workers {
+		if w.intent() || !slices.Contains(markers, w.Marker) {
+			continue
+		}
+		_ = signalGroup(w.PID, syscall.SIGKILL)
+		if c, ok := l.children[w.PID]; ok {
+			<-c.done
+			delete(l.children, w.PID)
+		}
+	}
+	l.st.Workers = slices.DeleteFunc(l.st.Workers, func(w Worker) bool { return w.Marker != "" && slices.Contains(markers, w.Marker) })
+	l.st.Targets = targets
+	if len(markers) > 0 {
+		if err := l.persist(); err != nil {
+			l.log.Error("cannot record the workers' state", "err", err)
+		}
+	}
+	return cause
 }
 
 // find returns the recorded worker with pid among those that may be alive.
@@ -389,12 +446,19 @@ func (l *Local) stopWorker(w *Worker, to WorkerState, now time.Time) {
 	}
 }
 
-// startWorker starts one worker of pool c on gpus; pending are workers started in the same
-// reconcile and not recorded yet. Called with the lock held.
-func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (Worker, error) {
-	all := append(slices.Clone(l.st.Workers), pending...)
+// afterSpawn, set by tests, runs after a worker's process is started and before its pid is
+// recorded: the window in which a supervisor that dies leaves a worker it cannot know by pid.
+var afterSpawn func(pid int)
+
+// startWorker starts one worker of pool c on gpus, write-ahead: the worker is first appended
+// to the recorded workers as an intent (state starting, no pid, a new marker) and the state
+// file written, then its process is started with the marker in its environment, then its pid
+// is recorded (in memory; the caller writes the file). It returns the worker's marker once
+// the intent is recorded, also with an error (the caller then undoes the starts, unstart).
+// Called with the lock held.
+func (l *Local) startWorker(c scaling.Component, gpus []int) (string, error) {
 	usedIdx, usedPort := map[int]bool{}, map[int]bool{}
-	for _, w := range all {
+	for _, w := range l.st.Workers {
 		if w.Component == c {
 			usedIdx[w.Index] = true
 		}
@@ -408,7 +472,7 @@ func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (
 	}
 	ports, err := freePorts(2, usedPort)
 	if err != nil {
-		return Worker{}, err
+		return "", err
 	}
 	w := Worker{
 		Name:      workerName(l.cfg.Namespace, c, idx),
@@ -418,7 +482,9 @@ func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (
 		HTTPPort:  ports[0],
 		FPMPort:   ports[1],
 		State:     Starting,
+		StartedAt: time.Now(),
 	}
+	w.Marker = l.cfg.Namespace + "/" + w.Name + "/" + rand.Text()
 	w.LogFile = filepath.Join(l.cfg.LogDir, w.Name+".log")
 	cc := l.cfg.component(c)
 	r := l.replacer(&w)
@@ -429,15 +495,26 @@ func (l *Local) startWorker(c scaling.Component, gpus []int, pending []Worker) (
 	for _, k := range slices.Sorted(maps.Keys(cc.Env)) {
 		w.Env = append(w.Env, k+"="+r.Replace(cc.Env[k]))
 	}
+	w.Env = append(w.Env, WorkerMarkerEnv+"="+w.Marker)
+
+	l.st.Workers = append(l.st.Workers, w)
+	i := len(l.st.Workers) - 1
+	if err := l.persist(); err != nil {
+		return w.Marker, fmt.Errorf("worker %s: record it before starting it: %w", w.Name, err)
+	}
 	cmd, ch, startTime, err := spawn(w.Command, append(inheritedEnv(), w.Env...), w.LogFile, l.wake)
 	if err != nil {
-		return Worker{}, fmt.Errorf("worker %s: %w", w.Name, err)
+		return w.Marker, fmt.Errorf("worker %s: %w", w.Name, err)
 	}
-	w.PID, w.StartTime, w.StartedAt = cmd.Process.Pid, startTime, time.Now()
-	l.children[w.PID] = ch
-	l.log.Info("started worker", "worker", w.Name, "pid", w.PID, "gpus", joinInts(gpus),
-		"http_port", w.HTTPPort, "fpm_port", w.FPMPort, "log", w.LogFile)
-	return w, nil
+	if afterSpawn != nil {
+		afterSpawn(cmd.Process.Pid)
+	}
+	rec := &l.st.Workers[i]
+	rec.PID, rec.StartTime, rec.StartedAt = cmd.Process.Pid, startTime, time.Now()
+	l.children[rec.PID] = ch
+	l.log.Info("started worker", "worker", rec.Name, "pid", rec.PID, "gpus", joinInts(gpus),
+		"http_port", rec.HTTPPort, "fpm_port", rec.FPMPort, "log", rec.LogFile)
+	return rec.Marker, nil
 }
 
 // mulNonNeg returns a*b for non-negative a and b, and false when the product overflows an
@@ -675,6 +752,13 @@ func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 // (TEMPORAL_API_KEY, a Prometheus token) that engine processes must never see. A worker
 // needing more gets it through its component's Env.
 var InheritedEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "LD_LIBRARY_PATH"}
+
+// WorkerMarkerEnv is the environment variable every worker gets, set to
+// "<namespace>/<worker name>/<nonce>" (a new nonce for every start) and recorded as the
+// worker's Marker before its process is started: a supervisor stopped between the start and
+// the recording of the pid finds the process carrying it in /proc/<pid>/environ when it
+// opens again, and adopts it instead of starting a second one.
+const WorkerMarkerEnv = "PLANNER_LOCAL_WORKER"
 
 // inheritedEnv returns the InheritedEnv variables set in the supervisor's environment.
 func inheritedEnv() []string {

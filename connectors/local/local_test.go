@@ -27,6 +27,10 @@ import (
 var fakeworker string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashHelperEnv); dir != "" {
+		fakeworker = os.Getenv(fakeworkerEnv)
+		os.Exit(crashHelper(dir))
+	}
 	dir, err := os.MkdirTemp("", "fakeworker")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -47,6 +51,11 @@ func n(v int) *int { return &v }
 
 // config runs fakeworker with extra arguments in both pools, in dir, on 8 GPUs.
 func config(t *testing.T, dir string, args ...string) Config {
+	return baseConfig(dir, slog.New(slog.NewTextHandler(t.Output(), nil)), args...)
+}
+
+// baseConfig is config with its logger given (the crash helper has no testing.T).
+func baseConfig(dir string, logger *slog.Logger, args ...string) Config {
 	cmd := append([]string{fakeworker, "--name", "{name}", "--http-port", "{http_port}", "--fpm-port", "{fpm_port}"}, args...)
 	pool := ComponentConfig{Command: cmd, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Env: map[string]string{"WORKER_INDEX": "{index}"}}
 	return Config{
@@ -59,7 +68,7 @@ func config(t *testing.T, dir string, args ...string) Config {
 		StartTimeout:  10 * time.Second,
 		CheckInterval: 20 * time.Millisecond,
 		ReadyTimeout:  time.Second,
-		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger:        logger,
 	}
 }
 

@@ -1,12 +1,14 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +66,10 @@ func processAlive(pid int, startTime uint64) (bool, error) {
 // signalGroup sends sig to the process group led by pid, or to pid alone when it is not a
 // group leader any more (a worker that moved itself to another group). ESRCH is not an error.
 func signalGroup(pid int, sig syscall.Signal) error {
+	if pid <= 0 {
+		// kill(0) and kill(-1) would signal the supervisor's own group or every process.
+		return fmt.Errorf("send %v to process group %d: not a worker's pid", sig, pid)
+	}
 	err := syscall.Kill(-pid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		err = syscall.Kill(pid, sig)
@@ -72,6 +78,37 @@ func signalGroup(pid int, sig syscall.Signal) error {
 		return fmt.Errorf("send %v to process group %d: %w", sig, pid, err)
 	}
 	return nil
+}
+
+// findMarked finds the worker process whose environment holds WorkerMarkerEnv=marker by
+// reading /proc/<pid>/environ of every process (those of other users are unreadable and
+// skipped). The worker leads its own process group; its descendants inherit the marker but
+// not the leadership, and among several leaders carrying it the earliest started is the
+// worker. found is false when no live process carries the marker.
+func findMarked(marker string) (pid int, startTime uint64, found bool, err error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("list processes: %w", err)
+	}
+	want := []byte(WorkerMarkerEnv + "=" + marker)
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p <= 0 {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return bytes.Equal(v, want) }) {
+			continue
+		}
+		st, err := readProcStat(p)
+		if err != nil || st.pgrp != p || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		if !found || st.startTime < startTime || (st.startTime == startTime && p < pid) {
+			pid, startTime, found = p, st.startTime, true
+		}
+	}
+	return pid, startTime, found, nil
 }
 
 // freePorts returns n distinct free loopback TCP ports, none of them in used. The ports are

@@ -44,8 +44,14 @@ type Worker struct {
 	// Env is the environment the supervisor added (CUDA_VISIBLE_DEVICES and the configured
 	// extra variables), as KEY=value.
 	Env []string `json:"env,omitempty"`
-	// PID is the worker's process id, also its process group id.
+	// PID is the worker's process id, also its process group id. It is 0 in an intent: a
+	// worker recorded (state starting, with its Marker) before its process is started, so
+	// that a supervisor stopped before it could record the pid finds the process again.
 	PID int `json:"pid"`
+	// Marker is the value of WorkerMarkerEnv in the worker's environment
+	// ("<namespace>/<name>/<nonce>"): the process carrying it is the worker. Empty for workers
+	// recorded before markers existed.
+	Marker string `json:"marker,omitempty"`
 	// StartTime is the process start time (field 22 of /proc/<pid>/stat, clock ticks after
 	// boot): together with PID it identifies the process across pid reuse.
 	StartTime uint64 `json:"start_time"`
@@ -79,6 +85,10 @@ func (w Worker) FPMEndpoint() string { return "tcp://127.0.0.1:" + strconv.Itoa(
 
 // mayBeAlive reports whether the worker's process may still run (it holds GPUs and ports).
 func (w *Worker) mayBeAlive() bool { return w.ExitedAt == nil }
+
+// intent reports whether the worker was recorded before its process was started and its pid
+// is not known yet.
+func (w *Worker) intent() bool { return w.PID == 0 }
 
 // live reports whether the worker counts towards its pool's target (starting or ready).
 func (w *Worker) live() bool { return w.State == Starting || w.State == Ready }
@@ -136,13 +146,17 @@ func readState(path string) (st state, ok bool, err error) {
 		return state{}, false, fmt.Errorf("state file %s: version %d, want %d", path, st.Version, stateVersion)
 	}
 	for i, w := range st.Workers {
-		if w.Name == "" || w.PID <= 0 || (w.Component != scaling.Prefill && w.Component != scaling.Decode) {
+		if w.Name == "" || w.PID < 0 || (w.Component != scaling.Prefill && w.Component != scaling.Decode) {
 			return state{}, false, fmt.Errorf("state file %s is corrupt: worker %d (%q) has no name, pid or known component", path, i, w.Name)
 		}
 		switch w.State {
 		case Starting, Ready, Draining, Failed, Exited:
 		default:
 			return state{}, false, fmt.Errorf("state file %s is corrupt: worker %q has unknown state %q", path, w.Name, w.State)
+		}
+		// Only an intent lacks a pid: a worker being started, with the marker to find it by.
+		if w.intent() && (w.Marker == "" || w.State != Starting || w.ExitedAt != nil) {
+			return state{}, false, fmt.Errorf("state file %s is corrupt: worker %d (%q) has no pid and is not a starting worker with a marker", path, i, w.Name)
 		}
 	}
 	return st, true, nil

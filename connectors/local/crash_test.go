@@ -1,0 +1,307 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/scaling"
+)
+
+// crashHelperEnv, set to a folder, makes the test binary a supervisor of a deployment in that
+// folder which dies (SIGKILL to itself) right after starting a worker and before recording its
+// pid: the crash window of a scale-up. fakeworkerEnv passes it the fakeworker binary.
+const (
+	crashHelperEnv = "LOCAL_TEST_CRASH_HELPER"
+	fakeworkerEnv  = "LOCAL_TEST_FAKEWORKER"
+)
+
+// crashHelper opens a supervisor in dir with no worker, then applies decision 1 (one decode
+// worker) and dies in the window between the worker's start and the recording of its pid.
+// It returns only on failure.
+func crashHelper(dir string) int {
+	cfg := baseConfig(dir, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	l, err := Open(cfg, connectors.Targets{Prefill: n(0), Decode: n(0)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crash helper:", err)
+		return 2
+	}
+	afterSpawn = func(pid int) {
+		fmt.Fprintf(os.Stderr, "crash helper: worker pid %d started, dying before recording it\n", pid)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	err = l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)})
+	fmt.Fprintln(os.Stderr, "crash helper: apply returned instead of dying:", err)
+	return 3
+}
+
+// workerPIDs returns the pids the log of worker name says it started with, waiting for the
+// first start line.
+func workerPIDs(t *testing.T, dir, name string) []int {
+	t.Helper()
+	logFile := filepath.Join(dir, "logs", name+".log")
+	startRE := regexp.MustCompile(`start name=` + regexp.QuoteMeta(name) + ` pid=(\d+)`)
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(logFile)
+		return startRE.Match(data)
+	}, 10*time.Second, 5*time.Millisecond, "%s never started", name)
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	var pids []int
+	for _, m := range startRE.FindAllStringSubmatch(string(data), -1) {
+		pid, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func TestCrashBetweenStartAndRecordAdoptsTheWorker(t *testing.T) {
+	dir := t.TempDir()
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), crashHelperEnv+"="+dir, fakeworkerEnv+"="+fakeworker)
+	out, err := helper.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the helper should die: %s", out)
+	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "the helper should die by SIGKILL: %s", out)
+	require.Contains(t, string(out), "dying before recording it")
+
+	// The helper recorded the worker before starting it: an intent, without a pid.
+	cfg := config(t, dir)
+	st, ok, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, st.AppliedDecisionID, "decision 1 was not recorded as applied")
+	require.Len(t, st.Workers, 1)
+	intent := st.Workers[0]
+	require.Equal(t, "demo_decode", intent.Name)
+	require.Equal(t, Starting, intent.State)
+	require.Zero(t, intent.PID)
+	require.True(t, strings.HasPrefix(intent.Marker, "demo/demo_decode/"), intent.Marker)
+	require.Contains(t, intent.Env, WorkerMarkerEnv+"="+intent.Marker)
+
+	// The worker outlived the helper; the next supervisor adopts it by its marker.
+	pids := workerPIDs(t, dir, "demo_decode")
+	require.Len(t, pids, 1)
+	orphan := pids[0]
+	proc, err := readProcStat(orphan)
+	require.NoError(t, err)
+	t.Cleanup(func() { // should the test fail before the supervisor owns it
+		if alive, _ := processAlive(orphan, proc.startTime); alive {
+			_ = signalGroup(orphan, syscall.SIGKILL)
+		}
+	})
+	require.True(t, running(orphan))
+	l := open(t, cfg, connectors.Targets{Decode: n(1)})
+	ws := l.Workers()
+	require.Len(t, ws, 1)
+	require.Equal(t, orphan, ws[0].PID, "the worker started before the crash is adopted")
+	require.Equal(t, intent.Marker, ws[0].Marker)
+
+	// The retried decision starts nothing: the pool has its worker.
+	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}))
+	settle(t, l)
+	ws = l.Workers()
+	require.Equal(t, []string{"demo_decode:ready"}, names(ws))
+	require.Equal(t, orphan, ws[0].PID)
+	require.Equal(t, []int{orphan}, workerPIDs(t, dir, "demo_decode"), "started once")
+	logs, err := os.ReadDir(filepath.Join(dir, "logs"))
+	require.NoError(t, err)
+	require.Len(t, logs, 1, "no other worker was started")
+	st, _, err = readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.AppliedDecisionID)
+	require.Equal(t, orphan, st.Workers[0].PID, "the adopted pid is recorded")
+	require.Equal(t, 0, l.Failures(scaling.Decode))
+}
+
+// startMarked starts a fakeworker on the given ports carrying marker in its environment, in
+// its own process group or in the test's, and waits until /proc shows the marker; it is
+// killed when the test ends.
+func startMarked(t *testing.T, marker string, ports []int, ownGroup bool) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(fakeworker, "--name", "marked", "--http-port", strconv.Itoa(ports[0]), "--fpm-port", strconv.Itoa(ports[1]))
+	cmd.Env = append(inheritedEnv(), WorkerMarkerEnv+"="+marker)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	environ := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ")
+	require.Eventually(t, func() bool {
+		env, _ := os.ReadFile(environ)
+		return slices.Contains(strings.Split(string(env), "\x00"), WorkerMarkerEnv+"="+marker)
+	}, 10*time.Second, time.Millisecond, "the process never carried its marker")
+	return cmd
+}
+
+func TestIntentIsResolvedByMarker(t *testing.T) {
+	const marker = "demo/demo_decode/0123456789ABCDEF"
+	for _, tc := range []struct {
+		name string
+		// run starts the processes present when the supervisor opens; it returns the pid
+		// that must be adopted (0: none).
+		run func(t *testing.T, ports []int) int
+	}{
+		{"the marked worker runs", func(t *testing.T, ports []int) int {
+			return startMarked(t, marker, ports, true).Process.Pid
+		}},
+		{"no process carries the marker", func(*testing.T, []int) int { return 0 }},
+		{"an earlier worker of the same name", func(t *testing.T, ports []int) int {
+			startMarked(t, "demo/demo_decode/EARLIERSTART000", ports, true)
+			return 0
+		}},
+		{"a process not leading its group", func(t *testing.T, ports []int) int {
+			startMarked(t, marker, ports, false)
+			return 0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := config(t, dir)
+			ports, err := freePorts(2, nil)
+			require.NoError(t, err)
+			want := tc.run(t, ports)
+			st := state{Version: stateVersion, Namespace: "demo", Targets: poolCounts{Decode: 1},
+				Workers: []Worker{{Name: "demo_decode", Component: scaling.Decode, Marker: marker, GPUs: []int{0},
+					HTTPPort: ports[0], FPMPort: ports[1], State: Starting, StartedAt: time.Now(),
+					LogFile: filepath.Join(dir, "logs", "demo_decode.log")}}}
+			require.NoError(t, writeState(cfg.StateFile, &st))
+
+			l := open(t, cfg, connectors.Targets{})
+			if want != 0 {
+				ws := l.Workers()
+				require.Len(t, ws, 1)
+				require.Equal(t, want, ws[0].PID, "adopted")
+				proc, err := readProcStat(want)
+				require.NoError(t, err)
+				require.Equal(t, proc.startTime, ws[0].StartTime)
+			} else {
+				require.Empty(t, l.Workers(), "the intent without a process is dropped")
+			}
+			require.Equal(t, 0, l.Failures(scaling.Decode), "a worker that never ran is no failure")
+
+			// The next apply starts the worker once, and only when it was not adopted.
+			require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}))
+			settle(t, l)
+			ws := l.Workers()
+			require.Equal(t, []string{"demo_decode:ready"}, names(ws))
+			if want != 0 {
+				require.Equal(t, want, ws[0].PID, "not started again")
+				_, err := os.Stat(filepath.Join(dir, "logs", "demo_decode.log"))
+				require.ErrorIs(t, err, os.ErrNotExist, "the supervisor started no process")
+				return
+			}
+			require.Equal(t, []int{ws[0].PID}, workerPIDs(t, dir, "demo_decode"), "started once")
+			require.NotEqual(t, marker, ws[0].Marker, "a new start has a new marker")
+		})
+	}
+}
+
+func TestStateFileWithoutMarkersLoads(t *testing.T) {
+	// A state file written before intents and markers existed: its workers have a pid and
+	// no marker.
+	dir := t.TempDir()
+	cfg := config(t, dir)
+	ports, err := freePorts(2, nil)
+	require.NoError(t, err)
+	w := startMarked(t, "unused", ports, true)
+	proc, err := readProcStat(w.Process.Pid)
+	require.NoError(t, err)
+	old := fmt.Sprintf(`{
+  "version": 1,
+  "namespace": "demo",
+  "applied_decision_id": 3,
+  "targets": {"prefill": 0, "decode": 1},
+  "failures": {"prefill": 0, "decode": 0},
+  "workers": [
+    {"name": "demo_decode", "component": "decode", "index": 0, "command": ["fakeworker"],
+     "env": ["CUDA_VISIBLE_DEVICES=0"], "pid": %d, "start_time": %d, "gpus": [0],
+     "http_port": %d, "fpm_port": %d, "state": "ready", "started_at": "2025-01-01T00:00:00Z",
+     "ready_at": "2025-01-01T00:00:01Z", "log_file": "%s"}
+  ],
+  "updated_at": "2025-01-01T00:00:01Z"
+}
+`, w.Process.Pid, proc.startTime, ports[0], ports[1], filepath.Join(dir, "logs", "demo_decode.log"))
+	require.NoError(t, os.WriteFile(cfg.StateFile, []byte(old), 0o644))
+	l := open(t, cfg, connectors.Targets{})
+	ws := l.Workers()
+	require.Equal(t, []string{"demo_decode:ready"}, names(ws))
+	require.Equal(t, w.Process.Pid, ws[0].PID)
+	require.Empty(t, ws[0].Marker)
+	require.NoError(t, l.Apply(context.Background(), 4, connectors.Targets{Decode: n(1)}))
+	require.Equal(t, w.Process.Pid, l.Workers()[0].PID)
+}
+
+func TestIntentWithoutMarkerIsCorrupt(t *testing.T) {
+	for _, tc := range []struct{ name, worker string }{
+		{"no marker", `{"name":"demo_decode","component":"decode","pid":0,"state":"starting"}`},
+		{"not starting", `{"name":"demo_decode","component":"decode","pid":0,"marker":"demo/demo_decode/x","state":"ready"}`},
+		{"negative pid", `{"name":"demo_decode","component":"decode","pid":-1,"marker":"demo/demo_decode/x","state":"starting"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config(t, t.TempDir())
+			content := `{"version":1,"namespace":"demo","workers":[` + tc.worker + `]}`
+			require.NoError(t, os.WriteFile(cfg.StateFile, []byte(content), 0o600))
+			_, err := Open(cfg, connectors.Targets{})
+			require.ErrorContains(t, err, "is corrupt")
+		})
+	}
+}
+
+func TestSignalGroupRefusesNonWorkerPIDs(t *testing.T) {
+	// kill(0, sig) would reach the test's own process group, kill(-1, sig) every process.
+	for _, pid := range []int{0, -1} {
+		require.ErrorContains(t, signalGroup(pid, syscall.Signal(0)), "not a worker's pid")
+	}
+}
+
+func TestFailedStartUndoesTheRecordedStarts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := config(t, dir)
+	cfg.Decode.Command = []string{filepath.Join(dir, "no-such-engine")}
+	l := open(t, cfg, connectors.Targets{Prefill: n(1)})
+	settle(t, l)
+	before := l.Workers()
+
+	// The prefill worker starts (recorded first), the decode worker cannot: both are undone.
+	err := l.Apply(ctx, 1, connectors.Targets{Prefill: n(2), Decode: n(1)})
+	require.ErrorContains(t, err, "no-such-engine")
+	require.Equal(t, before, l.Workers())
+	st, _, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.Equal(t, poolCounts{Prefill: 1}, st.Targets, "the targets are restored")
+	require.Len(t, st.Workers, 1, "no intent or undone worker is left recorded")
+	require.Equal(t, before[0].PID, st.Workers[0].PID)
+	// The undone worker was killed and reaped before Apply returned (if it got to log its pid).
+	data, _ := os.ReadFile(filepath.Join(dir, "logs", "demo_prefill_1.log"))
+	for _, m := range regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(string(data), -1) {
+		pid, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		require.False(t, running(pid), "the undone worker is killed")
+	}
+
+	// A new state file is not left behind by an Open that fails to start its workers: the
+	// next Open starts the initial targets.
+	cfg.StateFile = filepath.Join(t.TempDir(), "state.json")
+	_, err = Open(cfg, connectors.Targets{Prefill: n(1), Decode: n(1)})
+	require.ErrorContains(t, err, "no-such-engine")
+	_, err = os.Stat(cfg.StateFile)
+	require.ErrorIs(t, err, os.ErrNotExist, "a failed Open records nothing")
+}
