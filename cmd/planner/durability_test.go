@@ -38,9 +38,10 @@ const (
 	durabilityCANEvents = 150
 )
 
-// buildPlanner builds the planner binary once per test binary.
+// buildPlanner builds the planner binary once per test binary, in a folder removed when the
+// tests are done.
 var buildPlanner = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "planner-bin-")
+	dir, err := tempDirUntilExit("planner-bin-")
 	if err != nil {
 		return "", err
 	}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -33,7 +36,65 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeExitDirs()
+	os.Exit(code)
+}
+
+// exitDirs are the folders made by tempDirUntilExit, removed when the tests are done.
+var (
+	exitDirsMu sync.Mutex
+	exitDirs   []string
+)
+
+// tempDirUntilExit creates a temporary folder that outlives the test making it (t.TempDir
+// does not: the planner binary is built once and shared) and is removed when the test
+// binary's tests are done (TestMain).
+func tempDirUntilExit(pattern string) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	exitDirsMu.Lock()
+	defer exitDirsMu.Unlock()
+	exitDirs = append(exitDirs, dir)
+	return dir, nil
+}
+
+// removeExitDirs removes the folders made by tempDirUntilExit.
+func removeExitDirs() {
+	exitDirsMu.Lock()
+	defer exitDirsMu.Unlock()
+	for _, dir := range exitDirs {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "remove %s: %v\n", dir, err)
+		}
+	}
+	exitDirs = nil
+}
+
+// exitDirHelperEnv makes TestTempDirUntilExitIsRemoved, run in a child test binary, make a
+// folder with tempDirUntilExit and print its path.
+const exitDirHelperEnv = "PLANNER_TEST_EXIT_DIR_HELPER"
+
+func TestTempDirUntilExitIsRemoved(t *testing.T) {
+	if os.Getenv(exitDirHelperEnv) == "1" {
+		dir, err := tempDirUntilExit("planner-bin-")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "planner"), []byte("binary"), 0o755))
+		fmt.Printf("exit dir: %s\n", dir)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTempDirUntilExitIsRemoved$", "-test.count=1")
+	cmd.Env = append(os.Environ(), exitDirHelperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := regexp.MustCompile(`exit dir: (\S+)`).FindSubmatch(out)
+	require.NotNil(t, m, "the helper printed no folder: %s", out)
+	dir := string(m[1])
+	t.Cleanup(func() { os.RemoveAll(dir) }) // should the check below fail
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist, "the test binary left %s behind", dir)
 }
 
 // testPlannerBinary is the planner with test hooks: this test binary, and the environment
