@@ -161,6 +161,13 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.logger = slog.New(slog.NewTextHandler(d.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	d.say("planner demo: output in %s (logs: planner.log, logs/*.log)", out)
+	retired, err := retirePreviousReport(out)
+	if err != nil {
+		return err
+	}
+	if len(retired) > 0 {
+		d.say("the previous run's report is kept as %s (this run writes a new one only if it finishes)", strings.Join(retired, ", "))
+	}
 
 	// Inputs: the profile the engines simulate and the planner bootstraps from, the trace,
 	// and the planner config.
@@ -335,6 +342,9 @@ func (d *demo) run(ctx context.Context) error {
 	result := rec.machineSummary(mon.ticks, mon.decisions)
 	d.say("simulating the same replay offline (virtual clock): this config, Dynamo's SLA planner, the best static deployment")
 	if result.Simulated, err = d.simulateSame(ctx, reqs, speedup, cfg, d.configSource()); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // interrupted: no report that looks complete
+		}
 		d.say("offline comparison failed: %v", err)
 	}
 	lines := result.lines(rec.cfg)
@@ -353,6 +363,29 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.say("report: %s (open it in a browser; it needs no network)", report)
 	return nil
+}
+
+// demoReportFiles are the files only a finished demo run writes in its output folder.
+var demoReportFiles = []string{"report.html", "summary.json"}
+
+// retirePreviousReport renames the report files a previous demo run left in out to
+// "<name>.previous<ext>" (report.previous.html, replacing an older one), so that a run that
+// is interrupted or fails leaves no report.html or summary.json that looks like its own. It
+// returns the new names of the files it renamed.
+func retirePreviousReport(out string) ([]string, error) {
+	var retired []string
+	for _, name := range demoReportFiles {
+		ext := filepath.Ext(name)
+		previous := strings.TrimSuffix(name, ext) + ".previous" + ext
+		err := os.Rename(filepath.Join(out, name), filepath.Join(out, previous))
+		switch {
+		case err == nil:
+			retired = append(retired, previous)
+		case !errors.Is(err, fs.ErrNotExist):
+			return retired, fmt.Errorf("set the previous run's %s aside: %w", name, err)
+		}
+	}
+	return retired, nil
 }
 
 // loadTrace reads the trace to replay and cuts the requested window.

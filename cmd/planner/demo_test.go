@@ -138,3 +138,49 @@ func TestStopPreviousDemo(t *testing.T) {
 		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "engine %d stopped", pid)
 	}
 }
+
+func TestRetirePreviousReport(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		files       map[string]string // in the output folder before
+		wantRetired []string
+		want        map[string]string // after (every file of the folder)
+	}{
+		{"first run", map[string]string{"planner.log": "log"}, nil, map[string]string{"planner.log": "log"}},
+		{"previous report", map[string]string{"report.html": "<html>run 1", "summary.json": "{1}", "planner.log": "log"},
+			[]string{"report.previous.html", "summary.previous.json"},
+			map[string]string{"report.previous.html": "<html>run 1", "summary.previous.json": "{1}", "planner.log": "log"}},
+		{"older previous report replaced", map[string]string{"report.html": "<html>run 2", "report.previous.html": "<html>run 1", "summary.previous.json": "{1}"},
+			[]string{"report.previous.html"},
+			map[string]string{"report.previous.html": "<html>run 2", "summary.previous.json": "{1}"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			for name, content := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(content), 0o644))
+			}
+			retired, err := retirePreviousReport(out)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantRetired, retired)
+			got := map[string]string{}
+			entries, err := os.ReadDir(out)
+			require.NoError(t, err)
+			for _, e := range entries {
+				data, err := os.ReadFile(filepath.Join(out, e.Name()))
+				require.NoError(t, err)
+				got[e.Name()] = string(data)
+			}
+			require.Equal(t, tc.want, got)
+			for _, name := range demoReportFiles {
+				require.NoFileExists(t, filepath.Join(out, name), "nothing that looks like this run's report")
+			}
+		})
+	}
+	// A report that cannot be set aside stops the demo rather than staying in place.
+	out := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(out, "report.html"), nil, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(out, "report.previous.html"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "report.previous.html", "x"), nil, 0o644))
+	_, err := retirePreviousReport(out)
+	require.ErrorContains(t, err, "set the previous run's report.html aside")
+}
