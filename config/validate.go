@@ -159,6 +159,7 @@ func (c *Config) Validate() error {
 		v.add("scale_down_stabilization_seconds", fmt.Sprintf("must be within 0..%d (got %d)", MaxStabilizationSeconds, c.ScaleDownStabilizationSeconds))
 	}
 	c.validatePolicy(&v)
+	c.validateBounds(&v)
 	if c.PrefillScaleUpTrendIntervals < 0 {
 		v.add("prefill_scale_up_trend_intervals", fmt.Sprintf("must be >= 0 (got %d)", c.PrefillScaleUpTrendIntervals))
 	}

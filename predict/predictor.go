@@ -104,7 +104,9 @@ func New(o Options) (Predictor, error) {
 }
 
 // Restore rebuilds a predictor from a State taken with Predictor.State and the same Options;
-// the result behaves exactly (bit for bit) like the predictor the state came from.
+// the result behaves exactly (bit for bit) like the predictor the state came from. Options
+// with a smaller MaxHistory (an operator lowered load_predictor_history_size) keep the newest
+// MaxHistory values, as if the history had always been that long.
 func Restore(o Options, s State) (Predictor, error) {
 	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
@@ -116,8 +118,8 @@ func Restore(o Options, s State) (Predictor, error) {
 	if s.Kind != o.Kind {
 		return nil, fmt.Errorf("predict: restore: state is for predictor %q, options ask for %q", s.Kind, o.Kind)
 	}
-	if len(s.Values) > o.MaxHistory {
-		return nil, fmt.Errorf("predict: restore: state holds %d values, more than max history %d", len(s.Values), o.MaxHistory)
+	if extra := len(s.Values) - o.MaxHistory; extra > 0 {
+		s.Values = s.Values[extra:] // build copies them
 	}
 	if s.Stored < int64(len(s.Values)) {
 		return nil, fmt.Errorf("predict: restore: stored count %d is below the %d retained values", s.Stored, len(s.Values))

@@ -242,11 +242,6 @@ func TestRestoreRejectsMismatches(t *testing.T) {
 	}{
 		{"kind", Options{Kind: ARIMA}, func(s State) State { return s }, `state is for predictor "kalman"`},
 		{"version", Options{Kind: Kalman}, func(s State) State { s.Version = 9; return s }, "state version 9"},
-		{"too many values", Options{Kind: Kalman, MaxHistory: 5}, func(s State) State {
-			s.Values = make([]float64, 6)
-			s.Stored = 6
-			return s
-		}, "more than max history"},
 		{"stored below values", Options{Kind: Kalman}, func(s State) State { s.Stored = 1; return s }, "stored count 1"},
 		{"missing filter", Options{Kind: Kalman}, func(s State) State { s.Kalman = nil; return s }, "missing its filter"},
 		{"non-finite filter", Options{Kind: Kalman}, func(s State) State {
@@ -268,6 +263,25 @@ func TestRestoreRejectsMismatches(t *testing.T) {
 	require.ErrorContains(t, err, "raw mode")
 	_, err = Restore(Options{Kind: Constant}, State{Version: StateVersion, Kind: Constant, Kalman: &KalmanState{}})
 	require.ErrorContains(t, err, "carries another predictor's model")
+}
+
+// TestRestoreTrimsToALoweredMaxHistory checks a state longer than the options' max history
+// (the operator lowered load_predictor_history_size) keeps its newest values.
+func TestRestoreTrimsToALoweredMaxHistory(t *testing.T) {
+	for _, kind := range []Kind{Constant, ARIMA, Kalman, Prophet} {
+		t.Run(string(kind), func(t *testing.T) {
+			p, err := New(Options{Kind: kind})
+			require.NoError(t, err)
+			for i := 1; i <= 12; i++ {
+				p.Add(float64(i))
+			}
+			r, err := Restore(Options{Kind: kind, MaxHistory: 5, ProphetWindow: 5, KalmanMinPoints: 5}, p.State())
+			require.NoError(t, err)
+			require.Equal(t, []float64{8, 9, 10, 11, 12}, r.State().Values)
+			_, err = r.Predict()
+			require.NoError(t, err)
+		})
+	}
 }
 
 func ExampleNew() {
