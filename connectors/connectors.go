@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/scaling"
 )
 
@@ -66,6 +67,40 @@ type Inventory struct {
 	Capabilities scaling.WorkerCapabilities `json:"capabilities"`
 	// AppliedDecisionID is the newest decision id the connector has applied (0: none).
 	AppliedDecisionID int64 `json:"applied_decision_id,omitempty"`
+}
+
+// Validate checks what a connector reported is within the planner's bounds: replica counts
+// within 0..config.MaxReplicas and GPUs per engine within 0..config.MaxGPUsPerEngine. An
+// inventory that is not is unreadable, never taken as the deployment.
+func (i Inventory) Validate() error {
+	var errs []error
+	for _, c := range []struct {
+		name string
+		n    *int
+	}{{"ready prefill", i.ReadyPrefill}, {"ready decode", i.ReadyDecode}, {"expected prefill", i.ExpectedPrefill}, {"expected decode", i.ExpectedDecode}} {
+		if c.n != nil {
+			if err := config.CheckReplicas(c.name+" count", *c.n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, e := range []struct {
+		name string
+		caps *scaling.EngineCapabilities
+	}{{"prefill", i.Capabilities.Prefill}, {"decode", i.Capabilities.Decode}} {
+		if e.caps == nil {
+			continue
+		}
+		for _, g := range []struct {
+			what string
+			n    int
+		}{{"num_gpu", e.caps.NumGPU}, {"gpu_cost_per_replica", e.caps.GPUCostPerReplica}} {
+			if g.n < 0 || g.n > config.MaxGPUsPerEngine {
+				errs = append(errs, fmt.Errorf("%s %s must be within 0..%d (got %d)", e.name, g.what, config.MaxGPUsPerEngine, g.n))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Counts returns a copy of the worker counts for the decision core.

@@ -27,7 +27,7 @@ import (
 	"github.com/llmplanner/planner/workflows"
 )
 
-var capture = flag.Bool("capture", false, "re-record the histories of the current logic version under testdata/ on a fresh dev server")
+var capture = flag.Bool("capture", false, "re-record the histories of the current logic version and history generation under testdata/ on a fresh dev server")
 
 // scenarios are the recorded runs each logic version must have.
 var scenarios = []string{"overrides", "continue-as-new", "virtual", "ahead"}
@@ -70,7 +70,7 @@ func TestCaptureHistories(t *testing.T) {
 	defer cancel()
 	const queue = "capture"
 	serve := func(srv *temporaltest.Server) client.Client {
-		w := sdkworker.New(srv.Client(), queue, sdkworker.Options{})
+		w := sdkworker.New(srv.Client(), queue, sdkworker.Options{Interceptors: workflows.Interceptors()})
 		worker.Register(w, &activities.Activities{Unhosted: captureScript(), NoopJournalDir: t.TempDir()})
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
@@ -83,7 +83,7 @@ func TestCaptureHistories(t *testing.T) {
 	canSrv := temporaltest.Start(t, "--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=120")
 	canClient := serve(canSrv)
 
-	old, _ := filepath.Glob(fmt.Sprintf("testdata/v%d-*.json.gz", workflows.LogicVersion))
+	old, _ := filepath.Glob("testdata/" + fixtureBase() + "-*.json.gz")
 	for _, p := range old {
 		require.NoError(t, os.Remove(p))
 	}
@@ -115,7 +115,7 @@ func TestCaptureHistories(t *testing.T) {
 		_, err = gz.Write(out)
 		require.NoError(t, err)
 		require.NoError(t, gz.Close())
-		path := fmt.Sprintf("testdata/v%d-%s.json.gz", workflows.LogicVersion, name)
+		path := fmt.Sprintf("testdata/%s-%s.json.gz", fixtureBase(), name)
 		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 		t.Logf("recorded %s (%d bytes of JSON, %d gzipped)", path, len(out), buf.Len())
 	}
@@ -138,6 +138,7 @@ func TestCaptureHistories(t *testing.T) {
 	require.Error(t, err, "refused by the validator, so not in history")
 	signal(pc, workflows.UpdatePause, workflows.DirectionRequest{Direction: "down", Reason: "capture"})
 	signal(pc, workflows.UpdatePause, workflows.DirectionRequest{Direction: "sideways"})
+	signal(pc, "pasue", workflows.DirectionRequest{}) // an unknown name: recorded as rejected
 	update(pc, workflows.UpdateSetSLA, workflows.SetSLARequest{TTFTMs: ptr(300.0)})
 	update(pc, workflows.UpdateSetLimits, workflows.SetLimitsRequest{MaxGPUBudget: ptr(6)})
 	cfg := captureConfig(config.EnvNoop)

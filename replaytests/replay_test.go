@@ -21,13 +21,20 @@ import (
 	"github.com/llmplanner/planner/workflows"
 )
 
-// fixtureName is v<logic version>-<scenario>[-run<n>].json.gz.
-var fixtureName = regexp.MustCompile(`^v(\d+)-([a-z-]+?)(?:-run(\d+))?\.json\.gz$`)
+// fixtureName is v<logic version>[g<history generation>]-<scenario>[-run<n>].json.gz (no
+// generation: generation 1).
+var fixtureName = regexp.MustCompile(`^v(\d+)(?:g(\d+))?-([a-z-]+?)(?:-run(\d+))?\.json\.gz$`)
 
 type fixture struct {
-	path     string
-	version  int
-	scenario string
+	path       string
+	version    int
+	generation int
+	scenario   string
+}
+
+// fixtureBase is the file name prefix of the current code's recordings.
+func fixtureBase() string {
+	return fmt.Sprintf("v%dg%d", workflows.LogicVersion, workflows.HistoryGeneration)
 }
 
 func fixtures(t *testing.T) []fixture {
@@ -37,9 +44,13 @@ func fixtures(t *testing.T) []fixture {
 	var out []fixture
 	for _, p := range paths {
 		m := fixtureName.FindStringSubmatch(filepath.Base(p))
-		require.NotNil(t, m, "fixture %s: want v<version>-<scenario>[-run<n>].json.gz", p)
+		require.NotNil(t, m, "fixture %s: want v<version>[g<generation>]-<scenario>[-run<n>].json.gz", p)
 		v, _ := strconv.Atoi(m[1])
-		out = append(out, fixture{path: p, version: v, scenario: m[2]})
+		g := 1
+		if m[2] != "" {
+			g, _ = strconv.Atoi(m[2])
+		}
+		out = append(out, fixture{path: p, version: v, generation: g, scenario: m[3]})
 	}
 	return out
 }
@@ -62,7 +73,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	require.NotEmpty(t, fs, "no recorded histories under testdata/: run make capture-histories")
 	for _, f := range fs {
 		t.Run(filepath.Base(f.path), func(t *testing.T) {
-			r := sdkworker.NewWorkflowReplayer()
+			r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Interceptors: workflows.Interceptors()})
+			require.NoError(t, err)
 			worker.RegisterWorkflow(r)
 			require.NoError(t, r.ReplayWorkflowHistory(nil, loadHistory(t, f.path)))
 		})
@@ -75,11 +87,15 @@ func TestEveryLogicVersionHasAHistory(t *testing.T) {
 	have := map[string]bool{}
 	for _, f := range fixtures(t) {
 		have[fmt.Sprintf("v%d-%s", f.version, f.scenario)] = true
+		have[fmt.Sprintf("v%dg%d-%s", f.version, f.generation, f.scenario)] = true
 	}
 	for v := 1; v <= workflows.LogicVersion; v++ {
 		for _, s := range scenarios {
 			require.True(t, have[fmt.Sprintf("v%d-%s", v, s)], "logic version %d has no %q history: run make capture-histories", v, s)
 		}
+	}
+	for _, s := range scenarios {
+		require.True(t, have[fixtureBase()+"-"+s], "the current code (%s) has no %q history: run make capture-histories", fixtureBase(), s)
 	}
 }
 
@@ -100,8 +116,14 @@ func TestHistoriesShowWhatTheyClaim(t *testing.T) {
 				signals[a.GetSignalName()]++
 			}
 		}
+		if f.generation >= 2 {
+			require.True(t, versionMarked(h, "ordered-signals"), "%s: generation 2 records the ordered-signals version", f.path)
+		}
 		switch f.scenario {
 		case "overrides":
+			if f.generation >= 2 {
+				require.Positive(t, signals["pasue"], "%s: an unknown signal", f.path)
+			}
 			require.Positive(t, updates[workflows.UpdateSetReplicas], f.path)
 			require.Positive(t, updates[workflows.UpdateClearOverride], f.path)
 			require.Positive(t, updates[workflows.UpdateSetSLA], f.path)
@@ -128,6 +150,21 @@ func TestHistoriesShowWhatTheyClaim(t *testing.T) {
 	}
 }
 
+// versionMarked reports whether the history records a workflow.GetVersion marker for change.
+func versionMarked(h *historypb.History, change string) bool {
+	for _, e := range h.GetEvents() {
+		a := e.GetMarkerRecordedEventAttributes()
+		if a == nil || a.GetMarkerName() != "Version" {
+			continue
+		}
+		var id string
+		if p := a.GetDetails()["change-id"]; p != nil && converter.GetDefaultDataConverter().FromPayloads(p, &id) == nil && id == change {
+			return true
+		}
+	}
+	return false
+}
+
 // continued reports whether the run started from a Continue-As-New (carrying state).
 func continued(h *historypb.History) bool {
 	start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
@@ -145,7 +182,7 @@ func continued(h *historypb.History) bool {
 // steady tick costs and the size of the state carried across Continue-As-New, and holds them
 // to bounds (the state must stay tens of KB; see docs/workflow.md).
 func TestHistoryCostPerTick(t *testing.T) {
-	h := loadHistory(t, "testdata/v1-continue-as-new-run1.json.gz")
+	h := loadHistory(t, "testdata/"+fixtureBase()+"-continue-as-new-run1.json.gz")
 	var fired []int64
 	var carried int
 	for _, e := range h.GetEvents() {

@@ -98,6 +98,9 @@ func StartPlanner(ctx context.Context, c client.Client, namespace string, o Star
 	}
 	res.HostTaskQueue = host
 	res.InitialPrefill, res.InitialDecode = o.InitialPrefill, o.InitialDecode
+	if res.InitialPrefill > config.MaxReplicas || res.InitialDecode > config.MaxReplicas {
+		return StartResult{}, fmt.Errorf("initial replica counts must be at most %d (got prefill %d, decode %d)", config.MaxReplicas, res.InitialPrefill, res.InitialDecode)
+	}
 	if res.InitialPrefill < 0 {
 		res.InitialPrefill = 0
 		if cfg.HasPrefill() {

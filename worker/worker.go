@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options) error {
 	defer c.Close()
 	logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
 
-	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{})
+	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: workflows.Interceptors()})
 	Register(w, o.Activities)
 
 	var srv *http.Server

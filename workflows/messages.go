@@ -51,6 +51,9 @@ const (
 	// one (newer; or older, when the planner was started again), or about a minute passes
 	// (WaitDecisionRequest; returns virtual.Decision).
 	UpdateWaitDecision = "wait_decision"
+	// MaxWaitDecision is how many wait_decision calls may wait at once: the server's
+	// in-flight updates per workflow (10 by default) must leave room for operators.
+	MaxWaitDecision = 4
 	// UpdateConfig replaces the configuration (ConfigRequest), as `planner start` does for
 	// a running planner.
 	UpdateConfig = "update_config"
@@ -134,7 +137,8 @@ type Input struct {
 }
 
 // strictJSON decodes one JSON value into v, refusing unknown fields (a misspelt field must
-// not silently become "everything") and trailing data. It is deterministic; workflowcheck
+// not silently become "everything") and trailing data. New operator messages are decoded
+// with it; messages replayed from history are not (decodeMessage). It is deterministic; workflowcheck
 // flags encoding/json's reflection internals, hence the ignore.
 //
 //workflowcheck:ignore
@@ -150,46 +154,12 @@ func strictJSON(data []byte, v any) error {
 	return nil
 }
 
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *SetReplicasRequest) UnmarshalJSON(b []byte) error {
-	type plain SetReplicasRequest
-	return strictJSON(b, (*plain)(r))
-}
-
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *ClearOverrideRequest) UnmarshalJSON(b []byte) error {
-	type plain ClearOverrideRequest
-	return strictJSON(b, (*plain)(r))
-}
-
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *DirectionRequest) UnmarshalJSON(b []byte) error {
-	type plain DirectionRequest
-	return strictJSON(b, (*plain)(r))
-}
-
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *SetSLARequest) UnmarshalJSON(b []byte) error {
-	type plain SetSLARequest
-	return strictJSON(b, (*plain)(r))
-}
-
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *SetLimitsRequest) UnmarshalJSON(b []byte) error {
-	type plain SetLimitsRequest
-	return strictJSON(b, (*plain)(r))
-}
-
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *AcknowledgeRequest) UnmarshalJSON(b []byte) error {
-	type plain AcknowledgeRequest
-	return strictJSON(b, (*plain)(r))
-}
-
-// UnmarshalJSON decodes strictly (unknown fields are errors).
-func (r *WaitDecisionRequest) UnmarshalJSON(b []byte) error {
-	type plain WaitDecisionRequest
-	return strictJSON(b, (*plain)(r))
+// lenientJSON decodes JSON into v, ignoring unknown fields (messages replayed from history).
+// Deterministic; the ignore is for encoding/json's reflection internals, as for strictJSON.
+//
+//workflowcheck:ignore
+func lenientJSON(data []byte, v any) error {
+	return json.Unmarshal(data, v)
 }
 
 // Component names accepted in requests.

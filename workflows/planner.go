@@ -18,10 +18,12 @@ import (
 	"github.com/llmplanner/planner/scaling"
 )
 
-// LogicVersion is the planner workflow's logic version. Any change to what the workflow
-// records in history (commands, their order, their inputs) gets a new version, a branch on
-// State.LogicVersion for executions that started before it, and a recorded history under
-// replaytests/testdata (a test fails otherwise).
+// LogicVersion is the version of the state a planner carries across Continue-As-New: a change
+// to its meaning bumps it, with a migration in newRun. A worker refuses state newer than its
+// own (the workflow task fails and is retried; the workflow goes on once a newer worker runs
+// it). A change to what the workflow records in history (commands, their order, their inputs)
+// is gated by workflow.GetVersion, so executions that began before it replay unchanged, and
+// gets a recorded history under replaytests/testdata.
 const LogicVersion = 1
 
 // Timeouts and retries of the tick's steps.
@@ -54,6 +56,11 @@ type run struct {
 	in      Input
 	logger  log.Logger
 	signals []signalChannel
+	// signalLog and signalControls apply signals in arrival order (nil: the channels do).
+	signalLog      *signalLog
+	signalControls map[string]control
+	// waiters counts the wait_decision calls blocked now.
+	waiters int
 	// draining is set before Continue-As-New: blocked wait_decision calls return.
 	draining  bool
 	ticksHere int
@@ -63,6 +70,12 @@ type run struct {
 func newRun(ctx workflow.Context, in Input) (*run, error) {
 	r := &run{ctx: ctx, in: in, logger: workflow.GetLogger(ctx)}
 	if in.State != nil {
+		if v := in.State.LogicVersion; v > LogicVersion {
+			// A worker of an older release must not read (and silently downgrade) state it does
+			// not understand: the panic fails the workflow task, not the workflow, and the task
+			// is retried until a worker of the newer release takes it.
+			panic(fmt.Sprintf("planner state has logic version %d, newer than this worker's %d: run a worker of the release that wrote it", v, LogicVersion))
+		}
 		r.st = in.State
 		r.st.Runs++
 		// Migrations from older logic versions go here; the carried state is then current.
@@ -76,8 +89,8 @@ func newRun(ctx workflow.Context, in Input) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid planner config:\n%w", err)
 	}
-	if in.InitialPrefill < 0 || in.InitialDecode < 0 {
-		return nil, errors.New("initial replica counts must be >= 0")
+	if err := errors.Join(config.CheckReplicas("initial_prefill", in.InitialPrefill), config.CheckReplicas("initial_decode", in.InitialDecode)); err != nil {
+		return nil, err
 	}
 	ack := in.AckTimeoutSeconds
 	if ack == 0 {
@@ -138,7 +151,18 @@ func (r *run) register() error {
 		}
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateWaitDecision,
-		func(ctx workflow.Context, q WaitDecisionRequest) (virtual.Decision, error) {
+		func(ctx workflow.Context, raw converter.RawValue) (virtual.Decision, error) {
+			var q WaitDecisionRequest
+			if err := decodeMessage(raw, &q, false, false); err != nil {
+				return virtual.Decision{}, invalid(err)
+			}
+			// Checked again here: several calls validated in one workflow task have not
+			// started waiting when the next is validated. The extra ones return at once.
+			if r.waiters >= MaxWaitDecision {
+				return virtual.Decision{}, invalid(fmt.Errorf("%d wait_decision calls are already waiting, at most %d: query %s instead", r.waiters, MaxWaitDecision, QueryVirtualDecision))
+			}
+			r.waiters++
+			defer func() { r.waiters-- }()
 			// A lower id than asked for also answers: the planner was started again and its
 			// virtual decision ids began anew.
 			_, err := workflow.AwaitWithTimeout(ctx, waitDecisionSpan, func() bool {
@@ -149,37 +173,33 @@ func (r *run) register() error {
 			}
 			return st.Virtual.Decision, nil
 		}, workflow.UpdateHandlerOptions{
-			Description: "wait (up to a minute) for a virtual decision other than after_decision_id",
-			Validator: func(_ workflow.Context, q WaitDecisionRequest) error {
+			Description: fmt.Sprintf("wait (up to a minute) for a virtual decision other than after_decision_id (at most %d waiting at once)", MaxWaitDecision),
+			Validator: func(_ workflow.Context, raw converter.RawValue) error {
+				var q WaitDecisionRequest
+				if err := decodeMessage(raw, &q, true, false); err != nil {
+					return invalid(err)
+				}
 				if st.Virtual == nil {
 					return invalid(fmt.Errorf("environment %q publishes no virtual decisions", st.Config.Environment))
+				}
+				// The server holds a few in-flight updates per workflow (10 by default): waiters
+				// must leave room for an operator's pause or override.
+				if r.waiters >= MaxWaitDecision {
+					return invalid(fmt.Errorf("%d wait_decision calls are already waiting, at most %d: query %s instead, or wait for one to return", r.waiters, MaxWaitDecision, QueryVirtualDecision))
 				}
 				return nil
 			}})
 	if err != nil {
 		return err
 	}
-	// The signals are the same controls. Each signal channel has its own coroutine, so a
-	// signal is applied in the workflow task that delivers it, whatever the main loop waits for.
+	// The signals are the same controls, applied in arrival order (signals.go).
+	byName := map[string]control{}
 	for _, c := range controls {
-		if !slices.Contains(SignalNames, c.name) {
-			continue
+		if slices.Contains(SignalNames, c.name) {
+			byName[c.name] = c
 		}
-		ch := workflow.GetSignalChannelWithOptions(ctx, c.name, workflow.SignalChannelOptions{
-			Description: "the " + c.name + " update as a signal: invalid payloads are recorded as rejected, never applied",
-		})
-		sc := signalChannel{ch: ch, control: c}
-		r.signals = append(r.signals, sc)
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			for {
-				// A RawValue always decodes, so a malformed payload cannot be dropped
-				// silently by the SDK: handleSignal decodes it and records the error.
-				var raw converter.RawValue
-				ch.Receive(ctx, &raw)
-				r.handleSignal(sc.control, raw)
-			}
-		})
 	}
+	r.listenSignals(byName)
 	return nil
 }
 
@@ -188,18 +208,32 @@ func (r *run) register() error {
 type control struct {
 	name, desc         string
 	handler, validator any
-	// signal decodes a signal's payload strictly, validates and applies it.
-	signal func(raw converter.RawValue) (string, error)
+	// signal decodes a signal's payload (strictly unless replaying), validates and applies it.
+	signal func(raw converter.RawValue, strict bool) (string, error)
 }
 
 func newControl[T any](name, desc string, validate func(T) error, apply func(T) string) control {
 	return control{
 		name: name, desc: desc,
-		handler:   func(_ workflow.Context, q T) (Result, error) { return Result{apply(q)}, nil },
-		validator: func(_ workflow.Context, q T) error { return invalid(validate(q)) },
-		signal: func(raw converter.RawValue) (string, error) {
+		// The validator decodes strictly; it runs only for new requests. The handler also runs
+		// on replay, where a field removed from T since the update was recorded must not fail it.
+		handler: func(_ workflow.Context, raw converter.RawValue) (Result, error) {
 			var q T
-			if err := decodeSignal(raw, &q); err != nil {
+			if err := decodeMessage(raw, &q, false, false); err != nil {
+				return Result{}, invalid(err)
+			}
+			return Result{apply(q)}, nil
+		},
+		validator: func(_ workflow.Context, raw converter.RawValue) error {
+			var q T
+			if err := decodeMessage(raw, &q, true, false); err != nil {
+				return invalid(err)
+			}
+			return invalid(validate(q))
+		},
+		signal: func(raw converter.RawValue, strict bool) (string, error) {
+			var q T
+			if err := decodeMessage(raw, &q, strict, true); err != nil {
 				return "", err
 			}
 			if err := validate(q); err != nil {
@@ -228,7 +262,7 @@ func invalid(err error) error {
 // handleSignal decodes, validates and applies one signal; an invalid one is recorded as
 // rejected and changes nothing.
 func (r *run) handleSignal(c control, raw converter.RawValue) {
-	msg, err := c.signal(raw)
+	msg, err := c.signal(raw, !workflow.IsReplaying(r.ctx))
 	if err != nil {
 		r.st.reject(r.now(), c.name, err)
 		r.logger.Warn("signal rejected", "signal", c.name, "error", err)
@@ -237,25 +271,51 @@ func (r *run) handleSignal(c control, raw converter.RawValue) {
 	r.logger.Info("signal applied", "signal", c.name, "result", msg)
 }
 
-// decodeSignal decodes a signal's JSON payload strictly: no payload, another encoding,
-// malformed JSON or an unknown field is an error.
-func decodeSignal(raw converter.RawValue, v any) error {
+// decodeMessage decodes an update's or a signal's JSON payload into v. Strict decoding (new
+// messages) refuses unknown fields and trailing data; lenient decoding (replay) ignores
+// unknown fields, so a field removed since the message was recorded changes nothing. No
+// payload is an error for a signal and the empty request for an update; another encoding or
+// malformed JSON is an error.
+func decodeMessage(raw converter.RawValue, v any, strict, isSignal bool) error {
 	p := raw.Payload()
 	if p == nil || string(p.GetMetadata()[converter.MetadataEncoding]) == converter.MetadataEncodingNil {
-		return errors.New("the signal has no input: give a JSON object (--input '{...}')")
+		if isSignal {
+			return errors.New("the signal has no input: give a JSON object (--input '{...}')")
+		}
+		return nil
+	}
+	what := "update"
+	if isSignal {
+		what = "signal"
 	}
 	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
-		return fmt.Errorf("the signal's input is encoded %q: give a JSON object", enc)
+		return fmt.Errorf("the %s's input is encoded %q: give a JSON object", what, enc)
 	}
-	if err := strictJSON(p.GetData(), v); err != nil {
-		return fmt.Errorf("the signal's input is not a valid request: %w", err)
+	if strict && len(p.GetData()) > maxMessageBytes {
+		return fmt.Errorf("the %s's input is %d bytes, at most %d", what, len(p.GetData()), maxMessageBytes)
+	}
+	var err error
+	if strict {
+		err = strictJSON(p.GetData(), v)
+	} else {
+		err = lenientJSON(p.GetData(), v)
+	}
+	if err != nil {
+		return fmt.Errorf("the %s's input is not a valid request: %w", what, err)
 	}
 	return nil
 }
 
-// drainSignals applies every signal buffered but not yet received, without blocking (before
-// Continue-As-New, so none is lost).
+// maxMessageBytes bounds an operator message's JSON (a whole configuration fits many times).
+const maxMessageBytes = 256 << 10
+
+// drainSignals applies every signal logged or buffered but not yet applied, without blocking
+// (before Continue-As-New, so none is lost).
 func (r *run) drainSignals() {
+	if r.signalLog != nil {
+		r.applySignalLog()
+		return
+	}
 	for _, sc := range r.signals {
 		for {
 			var raw converter.RawValue
@@ -536,6 +596,10 @@ func (r *run) recordInventory(rd inventoryRead, rec *TickRecord) *connectors.Inv
 		inv = *rd.virtual
 	} else if err := rd.future.Get(r.ctx, &inv); err != nil {
 		rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+errorText(err))
+		return nil
+	}
+	if err := inv.Validate(); err != nil {
+		rec.Notes = append(rec.Notes, "inventory out of bounds, holding: "+err.Error())
 		return nil
 	}
 	mergeCapabilities(&st.Capabilities, inv.Capabilities)

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/llmplanner/planner/activities"
@@ -104,6 +105,7 @@ func twoPaths(t *testing.T, cfg config.Config) {
 		var suite testsuite.WorkflowTestSuite
 		suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))))
 		env = suite.NewTestWorkflowEnvironment()
+		env.SetWorkerOptions(worker.Options{Interceptors: workflows.Interceptors()})
 		env.RegisterWorkflowWithOptions(workflows.PlannerWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 		acts := &activities.Activities{Logger: slog.New(slog.DiscardHandler)}
 		acts.Host(dep, activities.Hosted{Connector: stepper, FPM: stepper, Traffic: stepper})

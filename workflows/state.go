@@ -134,7 +134,8 @@ func pushRing[T any](ring []T, v T, limit int) []T {
 }
 
 func (s *State) reject(at float64, name string, err error) {
-	s.Rejected = pushRing(s.Rejected, RejectedMessage{At: at, Name: name, Error: err.Error()}, MaxRejected)
+	// Both bounded: the name may be any signal name an operator typed.
+	s.Rejected = pushRing(s.Rejected, RejectedMessage{At: at, Name: truncate(name, 200), Error: truncate(err.Error(), 2000)}, MaxRejected)
 }
 
 // overrideDue reports whether a replica override waits to be applied (and has not just
@@ -241,8 +242,11 @@ func (s *State) ValidateSetReplicas(r SetReplicasRequest) error {
 	if !s.hasComponent(r.Component) {
 		errs = append(errs, fmt.Errorf("component %q is not a pool of mode %q (want %s)", r.Component, s.Config.Mode, s.componentList()))
 	}
-	if r.Replicas < 0 {
-		errs = append(errs, fmt.Errorf("replicas must be >= 0, got %d", r.Replicas))
+	if err := config.CheckReplicas("replicas", r.Replicas); err != nil {
+		errs = append(errs, err)
+	}
+	if err := config.CheckText("reason", r.Reason, config.MaxReasonBytes); err != nil {
+		errs = append(errs, err)
 	}
 	if !(r.TTLSeconds >= 0) || r.TTLSeconds > MaxOverrideTTL || math.IsInf(r.TTLSeconds, 0) {
 		errs = append(errs, fmt.Errorf("ttl_seconds must be within 0..%g (0 means %g), got %v", MaxOverrideTTL, DefaultOverrideTTL, r.TTLSeconds))
@@ -254,10 +258,10 @@ func (s *State) ValidateSetReplicas(r SetReplicasRequest) error {
 		errs = append(errs, fmt.Errorf("%d %s replicas is below the minimum of %d (set force to override)", r.Replicas, r.Component, m))
 	}
 	if max := s.Config.MaxGPUBudget; max >= 0 {
-		total := r.Replicas * s.gpuCost(r.Component)
+		total := gpus(r.Replicas, s.gpuCost(r.Component))
 		for _, other := range []string{ComponentPrefill, ComponentDecode} {
 			if other != r.Component && s.hasComponent(other) {
-				total += s.current(other) * s.gpuCost(other)
+				total = addGPUs(total, gpus(s.current(other), s.gpuCost(other)))
 			}
 		}
 		if total > max {
@@ -265,6 +269,26 @@ func (s *State) ValidateSetReplicas(r SetReplicasRequest) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// gpus is replicas × GPUs per engine, saturating at math.MaxInt: the counts are bounded where
+// they enter, and an overflow here must never wrap into a budget check's favour.
+func gpus(replicas, perEngine int) int {
+	if replicas <= 0 || perEngine <= 0 {
+		return 0
+	}
+	if replicas > math.MaxInt/perEngine {
+		return math.MaxInt
+	}
+	return replicas * perEngine
+}
+
+// addGPUs adds GPU counts, saturating at math.MaxInt.
+func addGPUs(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
 }
 
 func (s *State) componentList() string {
@@ -330,7 +354,7 @@ func parseDirection(d string) (up, down bool, err error) {
 // ValidateDirection checks a pause or resume request.
 func ValidateDirection(r DirectionRequest) error {
 	_, _, err := parseDirection(r.Direction)
-	return err
+	return errors.Join(err, config.CheckText("reason", r.Reason, config.MaxReasonBytes))
 }
 
 // Pause stops the planner's decisions in the given directions.
@@ -445,10 +469,10 @@ func (s *State) ValidateSetLimits(r SetLimitsRequest) error {
 	if c.MaxGPUBudget >= 0 {
 		need := 0
 		if c.HasPrefill() {
-			need += c.PrefillMinEndpoints() * s.gpuCost(ComponentPrefill)
+			need = addGPUs(need, gpus(c.PrefillMinEndpoints(), s.gpuCost(ComponentPrefill)))
 		}
 		if c.HasDecode() {
-			need += c.DecodeMinEndpoints() * s.gpuCost(ComponentDecode)
+			need = addGPUs(need, gpus(c.DecodeMinEndpoints(), s.gpuCost(ComponentDecode)))
 		}
 		if need > c.MaxGPUBudget {
 			return fmt.Errorf("the minimum endpoints need %d GPUs, over max_gpu_budget %d", need, c.MaxGPUBudget)

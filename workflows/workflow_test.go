@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/llmplanner/planner/activities"
@@ -63,6 +64,7 @@ func newHarnessWithJournal(t *testing.T, script *scripted.Script, journalDir str
 	// Warnings and errors go to the test log; the SDK's debug chatter is dropped.
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: workflows.Interceptors()})
 	env.RegisterWorkflowWithOptions(workflows.PlannerWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	acts := &activities.Activities{NoopJournalDir: journalDir}
 	if script != nil {

@@ -98,7 +98,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // maxInitialReplicas bounds --initial-prefill and --initial-decode.
-const maxInitialReplicas = 4096
+const maxInitialReplicas = config.MaxReplicas
 
 // parseDeployment reads <namespace>/<name>.
 func parseDeployment(s string) (workflows.Deployment, error) {

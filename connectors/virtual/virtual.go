@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/scaling"
 )
@@ -123,6 +124,9 @@ func (s *State) Acknowledge(id int64, readyPrefill, readyDecode *int) error {
 	for _, v := range []*int{readyPrefill, readyDecode} {
 		if v != nil && *v < 0 {
 			return fmt.Errorf("reported ready count %d is negative", *v)
+		}
+		if v != nil && *v > config.MaxReplicas {
+			return fmt.Errorf("reported ready count %d is over the bound of %d replicas per pool", *v, config.MaxReplicas)
 		}
 	}
 	if s.ScaledDecisionID == nil || id > *s.ScaledDecisionID {
