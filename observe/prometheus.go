@@ -1,13 +1,16 @@
 package observe
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +164,8 @@ func (p *PrometheusTraffic) count(ctx context.Context, window time.Duration, at 
 }
 
 // scalar evaluates q at at and returns its single value; ok is false when the result has no
-// series or its value is NaN.
+// series or its value is NaN or infinite. A negative value is an error: the queries are
+// increases of counters and ratios of them, never negative.
 func (p *PrometheusTraffic) scalar(ctx context.Context, q string, at time.Time) (v float64, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
@@ -177,10 +181,13 @@ func (p *PrometheusTraffic) scalar(ctx context.Context, q string, at time.Time) 
 		return 0, false, nil
 	case 1:
 		f := finite(float64(vec[0].Value))
-		if f == nil {
+		switch {
+		case f == nil:
 			return 0, false, nil
+		case *f < 0:
+			return 0, false, fmt.Errorf("query `%s` on %s: value %v, want a non-negative increase", q, p.o.URL, *f)
 		}
-		return *f, true, nil
+		return *f + 0, true, nil // + 0 turns a -0 into 0
 	default:
 		return 0, false, fmt.Errorf("query `%s` on %s: %d series, want at most 1: %v", q, p.o.URL, len(vec), vec)
 	}
@@ -252,14 +259,95 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // instantQuery evaluates q at at through client_golang's Prometheus API client and returns
 // its vector result.
+//
+// The client handles the exchange: the request, the HTTP status, the error envelope, the
+// warnings. The values are then read from the response body by decodeVector, which is
+// stricter than the client's decoding: that reads a response without data as no value at all
+// (a nil result), and a sample without a float value (a native histogram, a missing or short
+// "value" pair) as the value 0, an idle window that was never observed.
 func instantQuery(ctx context.Context, c api.Client, q string, at time.Time, timeout time.Duration) (model.Vector, []string, error) {
-	val, warnings, _, err := promv1.NewAPI(c).Query(ctx, q, at, promv1.WithTimeout(timeout))
+	body := &bodyClient{Client: c}
+	_, warnings, _, err := promv1.NewAPI(body).Query(ctx, q, at, promv1.WithTimeout(timeout))
 	if err != nil {
 		return nil, warnings, err
 	}
-	vec, ok := val.(model.Vector)
-	if !ok {
-		return nil, warnings, fmt.Errorf("got a %q result, want a vector", val.Type())
+	vec, err := decodeVector(body.body)
+	return vec, warnings, err
+}
+
+// bodyClient keeps the body of the last response it received (the API client may retry a
+// POST as a GET; the last body is the one it decoded).
+type bodyClient struct {
+	api.Client
+	body []byte
+}
+
+// Do implements api.Client.
+func (c *bodyClient) Do(ctx context.Context, r *http.Request) (*http.Response, []byte, error) {
+	resp, body, err := c.Client.Do(ctx, r)
+	c.body = body
+	return resp, body, err
+}
+
+// decodeVector reads a successful query response's vector result: each sample must have its
+// float value as a [timestamp, "value"] pair. A response without data or of another result
+// type is an error.
+func decodeVector(body []byte) (model.Vector, error) {
+	var resp struct {
+		Data *struct {
+			ResultType string          `json:"resultType"`
+			Result     json.RawMessage `json:"result"`
+		} `json:"data"`
 	}
-	return vec, warnings, nil
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, fmt.Errorf("decode the response: %w", err)
+	}
+	if resp.Data == nil {
+		return nil, errors.New("the response has no data")
+	}
+	if resp.Data.ResultType != model.ValVector.String() {
+		return nil, fmt.Errorf("got a %q result, want a vector", resp.Data.ResultType)
+	}
+	var samples []struct {
+		Metric    map[string]string `json:"metric"`
+		Value     []json.RawMessage `json:"value"`
+		Histogram json.RawMessage   `json:"histogram"`
+	}
+	if err := json.Unmarshal(resp.Data.Result, &samples); err != nil {
+		return nil, fmt.Errorf("decode the vector: %w", err)
+	}
+	vec := make(model.Vector, 0, len(samples))
+	for i, s := range samples {
+		if len(s.Histogram) > 0 && string(s.Histogram) != "null" {
+			return nil, fmt.Errorf("sample %d is a histogram, want a float", i)
+		}
+		var ts json.Number
+		var v string
+		if len(s.Value) != 2 || json.Unmarshal(s.Value[0], &ts) != nil || ts == "" ||
+			!bytes.HasPrefix(s.Value[1], []byte(`"`)) || json.Unmarshal(s.Value[1], &v) != nil {
+			return nil, fmt.Errorf("sample %d: value %s, want [timestamp, \"value\"]", i, compactJSON(s.Value))
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sample %d: value %q: %w", i, v, err)
+		}
+		metric := make(model.Metric, len(s.Metric))
+		for k, lv := range s.Metric {
+			metric[model.LabelName(k)] = model.LabelValue(lv)
+		}
+		vec = append(vec, &model.Sample{Metric: metric, Value: model.SampleValue(f)})
+	}
+	return vec, nil
+}
+
+// compactJSON renders a sample's value array for an error message, at most 100 bytes of it.
+func compactJSON(parts []json.RawMessage) string {
+	if parts == nil {
+		return "missing"
+	}
+	b, _ := json.Marshal(parts)
+	if len(b) > 100 {
+		return string(b[:100]) + "…"
+	}
+	return string(b)
 }

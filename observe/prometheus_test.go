@@ -230,6 +230,81 @@ func TestPrometheusTrafficSemantics(t *testing.T) {
 			wantErr:     []string{"bad_response"},
 			wantQueries: 1,
 		},
+		// Found by FuzzPrometheusTraffic: a success without data left the client's value nil,
+		// and instantQuery panicked on it (in a mean query's goroutine: the whole worker).
+		{
+			name: "a response without data is an error, in a count or a mean query",
+			responses: map[string]string{started: `{"status":"success"}`, total: vectorJSON("3"),
+				mean(metricTTFT): `{"status":"success","data":null}`, mean(metricInputTokens): vectorJSON("1000")},
+			wantErr:     []string{"request count unreadable", "no data"},
+			wantQueries: 1,
+		},
+		{
+			name: "a mean response without data is a nil mean",
+			responses: map[string]string{started: vectorJSON("5"), mean(metricTTFT): `{"status":"success"}`,
+				mean(metricInputTokens): vectorJSON("1000")},
+			wantNumReq: ptrTo(5.0), wantQueries: 6,
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.Nil(t, o.TTFTMs)
+				require.InDelta(t, 1000, *o.ISL, 1e-9)
+			},
+		},
+		// The client decodes a sample without a float value as the value 0: an idle window
+		// that was never observed.
+		{
+			name:        "a native histogram sample is an error, not a count of 0",
+			responses:   map[string]string{started: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"histogram":[1700000000,{"count":"3","sum":"6"}]}]}}`},
+			wantErr:     []string{"request count unreadable", "histogram, want a float"},
+			wantQueries: 1,
+		},
+		{
+			name:        "a sample without a value is an error, not a count of 0",
+			responses:   map[string]string{started: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{}}]}}`, total: vectorJSON("3")},
+			wantErr:     []string{"request count unreadable", "value missing", `want [timestamp, "value"]`},
+			wantQueries: 1,
+		},
+		{
+			name:        "a value pair without the value is an error, not a count of 0",
+			responses:   map[string]string{started: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000]}]}}`},
+			wantErr:     []string{"request count unreadable", "value [1700000000]"},
+			wantQueries: 1,
+		},
+		{
+			name:        "a null value is an error, not a count of 0",
+			responses:   map[string]string{started: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000,null]}]}}`},
+			wantErr:     []string{"request count unreadable", "value [1700000000,null]"},
+			wantQueries: 1,
+		},
+		{
+			name:        "a string result is an error",
+			responses:   map[string]string{started: `{"status":"success","data":{"resultType":"string","result":[1700000000,"5"]}}`},
+			wantErr:     []string{"request count unreadable", `unexpected value type "string"`},
+			wantQueries: 1,
+		},
+		{
+			name:        "a negative count is an error",
+			responses:   map[string]string{started: vectorJSON("-3"), total: vectorJSON("3")},
+			wantErr:     []string{"request count unreadable", "value -3, want a non-negative increase"},
+			wantQueries: 1,
+		},
+		{
+			name: "a negative mean is nil",
+			responses: map[string]string{started: vectorJSON("4"), mean(metricITL): vectorJSON("-0.02"),
+				mean(metricOutputTokens): vectorJSON("300")},
+			wantNumReq: ptrTo(4.0), wantQueries: 6,
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.Nil(t, o.ITLMs)
+				require.InDelta(t, 300, *o.OSL, 1e-9)
+			},
+		},
+		{
+			name:       "a count of -0 is 0",
+			responses:  map[string]string{started: vectorJSON("-0")},
+			wantNumReq: ptrTo(0.0), wantQueries: 1,
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.False(t, math.Signbit(*o.NumReq))
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
