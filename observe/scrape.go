@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -58,8 +59,14 @@ type ScrapeOptions struct {
 // newest snapshot and the one closest to now − window.
 //
 // The deltas treat a decrease as a counter reset, as Prometheus does (the increase across a
-// reset is the new value), and a series absent from a snapshot as 0, so a series that appears
-// mid-window (Dynamo creates its per-model series at the model's first request) counts from 0.
+// reset is the new value). A series absent from the window's first snapshots counts from 0
+// when it appears (Dynamo creates its per-model series at the model's first request); one
+// missing from a later snapshot is a gap, skipped (see counterIncrease).
+//
+// A scrape whose matching request counter is NaN, infinite or negative fails like a malformed
+// body: a counter cannot hold such a value, so the snapshot's count cannot be trusted. A
+// matching histogram whose sum or count is NaN, infinite or negative is left out of its
+// snapshot (a gap in that mean); the count does not depend on it.
 // The request count is the observed rate times the window: delta × window / covered, where
 // covered is the time between the two snapshots. Like Prometheus's increase(), this scales a
 // partially covered window up (and a slightly over-covered one down) to the whole window. The
@@ -208,13 +215,18 @@ func (s *ScrapeTraffic) scrape(ctx context.Context) (scrapeSnapshot, []string, e
 	if err != nil {
 		return scrapeSnapshot{}, nil, fmt.Errorf("scrape %s: parse the text exposition: %w", s.o.URL, err)
 	}
-	snap, seen := s.extract(mfs)
+	snap, seen, err := s.extract(mfs)
+	if err != nil {
+		return scrapeSnapshot{}, nil, fmt.Errorf("scrape %s: %w", s.o.URL, err)
+	}
 	return snap, seen, nil
 }
 
 // extract sums the series of the configured model and namespace; seen lists the
-// model/namespace pairs the frontend exposes, for error messages.
-func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapshot, []string) {
+// model/namespace pairs the frontend exposes, for error messages. A request counter that is
+// not a finite, non-negative number (or whose series sum overflows) is an error; such a
+// histogram is left out of the snapshot.
+func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapshot, []string, error) {
 	snap := scrapeSnapshot{hists: make([]scrapeHist, len(trafficMeans))}
 	seenSet := map[string]bool{}
 	match := func(m *dto.Metric) bool {
@@ -230,31 +242,56 @@ func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapsho
 		seenSet[fmt.Sprintf("model=%q dynamo_namespace=%q", mdl, ns)] = true
 		return strings.ToLower(mdl) == s.model && ns == s.o.Namespace
 	}
+	var err error
 	counter := func(name string) scrapeValue {
 		var out scrapeValue
 		for _, m := range mfs[name].GetMetric() {
 			if !match(m) {
 				continue
 			}
+			var v float64
 			switch {
 			case m.Counter != nil:
-				out.present, out.v = true, out.v+m.GetCounter().GetValue()
+				v = m.GetCounter().GetValue()
 			case m.Untyped != nil:
-				out.present, out.v = true, out.v+m.GetUntyped().GetValue()
+				v = m.GetUntyped().GetValue()
+			default:
+				continue
 			}
+			if !countable(v) && err == nil {
+				err = fmt.Errorf("%s%s is %v, not a count", name, labelString(m), v)
+			}
+			out.present, out.v = true, out.v+v
+		}
+		if out.present && !countable(out.v) && err == nil {
+			err = fmt.Errorf("%s for model=%q dynamo_namespace=%q sums to %v, not a count", name, s.model, s.o.Namespace, out.v)
 		}
 		return out
 	}
 	snap.started, snap.total = counter(metricRequestsStarted), counter(metricRequestsTotal)
+	if err != nil {
+		return scrapeSnapshot{}, nil, err
+	}
 	for i, tm := range trafficMeans {
+		h, bad := &snap.hists[i], false
 		for _, m := range mfs[tm.metric].GetMetric() {
 			if m.Histogram == nil || !match(m) {
 				continue
 			}
-			h := &snap.hists[i]
+			hist := m.GetHistogram()
+			// The text parser keeps a count that is not a whole number (or any count of a
+			// histogram with such a bucket) as a float, leaving the integer count at 0.
+			count := float64(hist.GetSampleCount())
+			if hist.SampleCountFloat != nil {
+				count = hist.GetSampleCountFloat()
+			}
 			h.present = true
-			h.sum += m.GetHistogram().GetSampleSum()
-			h.count += float64(m.GetHistogram().GetSampleCount())
+			h.sum += hist.GetSampleSum()
+			h.count += count
+			bad = bad || !countable(hist.GetSampleSum()) || !countable(count)
+		}
+		if bad || !countable(h.sum) || !countable(h.count) {
+			*h = scrapeHist{}
 		}
 	}
 	seen := make([]string, 0, len(seenSet))
@@ -262,7 +299,21 @@ func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapsho
 		seen = append(seen, k)
 	}
 	slices.Sort(seen)
-	return snap, seen
+	return snap, seen, nil
+}
+
+// countable reports whether v can be a counter's value: finite and non-negative.
+func countable(v float64) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
+}
+
+// labelString renders a sample's labels for an error message.
+func labelString(m *dto.Metric) string {
+	parts := make([]string, 0, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // Traffic computes the window's observation from the history (see ScrapeTraffic).
@@ -306,6 +357,9 @@ func (s *ScrapeTraffic) Traffic(_ context.Context, window time.Duration) (*scali
 			s.o.URL, metricRequestsStarted, metricRequestsTotal, s.model, s.o.Namespace, seen)
 	}
 	n := counterIncrease(values) * scale
+	if finite(n) == nil {
+		return obs, s.unreadable(fmt.Sprintf("the increase of the request counter over %v overflows", covered))
+	}
 	obs.NumReq = &n
 	if n == 0 {
 		return obs, nil

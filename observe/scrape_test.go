@@ -243,7 +243,7 @@ func TestScrapeTraffic(t *testing.T) {
 				f.scrape(60 * time.Second)
 				f.serve(http.StatusInternalServerError, "boom")
 				f.clock.Advance(8 * time.Second)
-				require.ErrorContains(t, f.src.ScrapeOnce(context.Background()), "HTTP 500")
+				require.ErrorContains(f.t, f.src.ScrapeOnce(context.Background()), "HTTP 500")
 			},
 			wantErr: []string{"stale", "last scrape error", "HTTP 500", "boom"},
 		},
@@ -272,9 +272,88 @@ func TestScrapeTraffic(t *testing.T) {
 			steps: func(f *scrapeFixture) {
 				f.serve(http.StatusOK, "dynamo_frontend_requests_started_total{model=\"m\" 3\n")
 				f.clock.Advance(time.Second)
-				require.ErrorContains(t, f.src.ScrapeOnce(context.Background()), "parse the text exposition")
+				require.ErrorContains(f.t, f.src.ScrapeOnce(context.Background()), "parse the text exposition")
 			},
 			wantErr: []string{"no successful scrape", "last scrape error", "parse the text exposition"},
+		},
+		// Found by FuzzScrapeSequence and FuzzScrapeTraffic: these values were summed into the
+		// count as they were (a NaN or negative count, a negative mean).
+		{
+			name: "a NaN request counter fails the scrape: unreadable, not NaN",
+			steps: func(f *scrapeFixture) {
+				f.serve(http.StatusOK, string(exposition("10", "", "")))
+				f.scrape(0)
+				f.serve(http.StatusOK, string(exposition("NaN", "", "")))
+				f.clock.Advance(60 * time.Second)
+				require.ErrorContains(f.t, f.src.ScrapeOnce(context.Background()), "is NaN, not a count")
+			},
+			wantErr: []string{"stale", "last scrape error", "dynamo_frontend_requests_started_total{", "is NaN, not a count"},
+		},
+		{
+			name: "a negative or infinite request counter fails the scrape; the window is read from the others",
+			steps: func(f *scrapeFixture) {
+				f.serve(http.StatusOK, string(exposition("10", "", "")))
+				f.scrape(0)
+				f.serve(http.StatusOK, string(exposition("-5", "", "")))
+				f.clock.Advance(20 * time.Second)
+				require.ErrorContains(f.t, f.src.ScrapeOnce(context.Background()), "is -5, not a count")
+				f.serve(http.StatusOK, string(exposition("+Inf", "", "")))
+				f.clock.Advance(20 * time.Second)
+				require.ErrorContains(f.t, f.src.ScrapeOnce(context.Background()), "is +Inf, not a count")
+				f.serve(http.StatusOK, string(exposition("16", "", "")))
+				f.scrape(20 * time.Second)
+			},
+			wantNumReq: ptrTo(6.0),
+		},
+		{
+			name: "series summing past the largest float fail the scrape",
+			steps: func(f *scrapeFixture) {
+				f.serve(http.StatusOK, "dynamo_frontend_requests_total{model=\"qwen/qwen3-0.6b\",dynamo_namespace=\"dynamo-ns\",status=\"success\"} 1.7e308\n"+
+					"dynamo_frontend_requests_total{model=\"qwen/qwen3-0.6b\",dynamo_namespace=\"dynamo-ns\",status=\"error\"} 1.7e308\n")
+				f.clock.Advance(time.Second)
+				require.ErrorContains(f.t, f.src.ScrapeOnce(context.Background()), "sums to +Inf, not a count")
+			},
+			wantErr: []string{"no successful scrape", "sums to +Inf"},
+		},
+		{
+			name: "an increase past the largest float is unreadable, not infinite",
+			steps: func(f *scrapeFixture) {
+				f.serve(http.StatusOK, string(exposition("0", "", "")))
+				f.scrape(0)
+				f.serve(http.StatusOK, string(exposition("1.7e308", "", "")))
+				f.scrape(30 * time.Second) // half the window: the increase scales up twice
+			},
+			wantErr: []string{"request count unreadable", "overflows"},
+		},
+		{
+			name: "a histogram with a NaN or negative sum is a gap in its mean, not in the count",
+			steps: func(f *scrapeFixture) {
+				f.serve(http.StatusOK, string(exposition("10", "1000", "10")))
+				f.scrape(0)
+				f.serve(http.StatusOK, string(exposition("15", "NaN", "15")))
+				f.scrape(20 * time.Second)
+				f.serve(http.StatusOK, string(exposition("18", "-1", "18")))
+				f.scrape(20 * time.Second)
+				f.serve(http.StatusOK, string(exposition("20", "2000", "20")))
+				f.scrape(20 * time.Second)
+			},
+			wantNumReq: ptrTo(10.0),
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.InDelta(t, 100, *o.ISL, 1e-9)
+			},
+		},
+		{
+			name: "a fractional histogram count is read, not taken for 0",
+			steps: func(f *scrapeFixture) {
+				f.serve(http.StatusOK, string(exposition("10", "1000", "10")))
+				f.scrape(0)
+				f.serve(http.StatusOK, string(exposition("20", "2000", "12.5")))
+				f.scrape(60 * time.Second)
+			},
+			wantNumReq: ptrTo(10.0),
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.InDelta(t, 1000/2.5, *o.ISL, 1e-9)
+			},
 		},
 		{
 			name: "requests_total is the fallback, summed over status; untyped histograms are ignored",
