@@ -43,10 +43,26 @@ lint: $(TOOLS)/staticcheck $(TOOLS)/workflowcheck ## gofmt, go vet, staticcheck,
 bench: ## Benchmarks: the core (Decide, ARIMA fit, predictors, perf model), FPM decode/ingest and sockets, the engine model.
 	$(GO) test -run '^$$' -bench . -benchmem $(PURE_PKGS) ./observe/ ./sim/...
 
+# make fuzz: how long each fuzz target runs, and the cap on minimizing each new input (Go's
+# default, 60 s, can spend a whole short run minimizing the first inputs of a large corpus).
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 1s
+
 .PHONY: fuzz
-fuzz: ## Fuzz the config loader and the FPM decoder for 30 s each.
-	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./config
-	$(GO) test -run '^$$' -fuzz FuzzDecodeFPM -fuzztime 30s ./observe
+fuzz: ## Run every Fuzz* target in the module (found by go test -list), one at a time, for FUZZTIME each (default 30s).
+	@set -eo pipefail; \
+	targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ {names = names " " $$1; next} \
+		/^ok / {n = split(names, a, " "); for (i = 1; i <= n; i++) print $$2, a[i]; names = ""}') || \
+		{ echo "make fuzz: go test -list failed: does every package build?"; exit 1; }; \
+	test -n "$$targets" || { echo "make fuzz: no fuzz targets found"; exit 1; }; \
+	count=0; \
+	while read -r pkg name; do \
+		echo "== $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg < /dev/null || \
+			{ echo "make fuzz: $$name in $$pkg failed"; exit 1; }; \
+		count=$$((count + 1)); \
+	done <<< "$$targets"; \
+	echo "make fuzz: $$count fuzz targets ran for $(FUZZTIME) each"
 
 BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation
 BENCH_OUT := bench-sim-out
