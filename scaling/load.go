@@ -90,12 +90,18 @@ func (t *tick) stats(c Component) []perf.FPM {
 // reconcileFPMWorkers is Dynamo's _reconcile_fpm_worker_count: the FPMs must come from
 // exactly count workers, each with the same number of attention-DP ranks, all reporting.
 func reconcileFPMWorkers(stats []perf.FPM, count int) (bool, string) {
-	ranks := map[string]map[int64]bool{}
+	// Ranks per worker, in first-seen order (no map iteration: Decide also runs in workflow
+	// code, where iteration order must not matter, and workflowcheck cannot tell it does not).
+	index := map[string]int{}
+	var ranks []map[int64]bool
 	for _, f := range stats {
-		if ranks[f.WorkerID] == nil {
-			ranks[f.WorkerID] = map[int64]bool{}
+		i, ok := index[f.WorkerID]
+		if !ok {
+			i = len(ranks)
+			index[f.WorkerID] = i
+			ranks = append(ranks, map[int64]bool{})
 		}
-		ranks[f.WorkerID][f.DPRank] = true
+		ranks[i][f.DPRank] = true
 	}
 	if len(ranks) != count {
 		return false, fmt.Sprintf("%d workers publish FPMs, %d are ready", len(ranks), count)
