@@ -63,6 +63,15 @@ type Hooks struct {
 	AfterDecide func(ctx context.Context, tick int64)
 	// AfterApply runs once the connector applied a decision, before the activity completes.
 	AfterApply func(ctx context.Context, decisionID int64)
+	// AfterObserve runs once Observe read tick's observations, before the activity completes
+	// (Decide runs in workflow code from history generation 3 on: the point just before it).
+	AfterObserve func(ctx context.Context, tick int64)
+}
+
+func (h *Hooks) afterObserve(ctx context.Context, tick int64) {
+	if h != nil && h.AfterObserve != nil {
+		h.AfterObserve(ctx, tick)
+	}
 }
 
 func (h *Hooks) afterDecide(ctx context.Context, tick int64) {
@@ -85,6 +94,8 @@ func (a *Activities) Register(r worker.Registry) {
 	r.RegisterActivityWithOptions(a.ObserveTraffic, activity.RegisterOptions{Name: workflows.ActivityObserveTraffic})
 	r.RegisterActivityWithOptions(a.ObserveFPM, activity.RegisterOptions{Name: workflows.ActivityObserveFPM})
 	r.RegisterActivityWithOptions(a.Apply, activity.RegisterOptions{Name: workflows.ActivityApply})
+	r.RegisterActivityWithOptions(a.Observe, activity.RegisterOptions{Name: workflows.ActivityObserve})
+	r.RegisterActivityWithOptions(a.LoadProfile, activity.RegisterOptions{Name: workflows.ActivityLoadProfile})
 }
 
 func (a *Activities) logger() *slog.Logger {
@@ -195,6 +206,76 @@ func (a *Activities) Decide(ctx context.Context, req workflows.DecideRequest) (w
 	}
 	a.Hooks.afterDecide(ctx, req.Tick)
 	return workflows.DecideResult{State: st, Decision: dec, Diagnostics: diag}, nil
+}
+
+// LoadProfile reads the configuration's pre-deployment profile (nil, with a note, when it has
+// none or it cannot be read and the sizing does not need it; an error when it does).
+func (a *Activities) LoadProfile(ctx context.Context, req workflows.LoadProfileRequest) (workflows.LoadProfileResult, error) {
+	e, err := a.planner(req.Config)
+	if err != nil {
+		return workflows.LoadProfileResult{}, err
+	}
+	res := workflows.LoadProfileResult{Profile: e.profile}
+	if e.profile == nil && e.profileErr != nil {
+		res.Note = fmt.Sprintf("no profile: %v", e.profileErr)
+	}
+	return res, nil
+}
+
+// Observe reads the observations a tick asks for, concurrently; a part that cannot be read
+// (after one retry) is reported as such, never as zero load, and the others still count.
+func (a *Activities) Observe(ctx context.Context, req workflows.ObserveAllRequest) (workflows.ObserveAllResult, error) {
+	var res workflows.ObserveAllResult
+	var wg sync.WaitGroup
+	part := func(want bool, read func() error, fail func(string)) {
+		if !want {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := read()
+			if err != nil && ctx.Err() == nil {
+				err = read()
+			}
+			if err != nil {
+				fail(applicationMessage(err))
+			}
+		}()
+	}
+	part(req.Inventory, func() error {
+		inv, err := a.ObserveInventory(ctx, req.ObserveRequest)
+		if err == nil {
+			res.Inventory = &inv
+		}
+		return err
+	}, func(m string) { res.InventoryError = m })
+	part(req.FPM, func() error {
+		fr, err := a.ObserveFPM(ctx, req.ObserveRequest)
+		if err == nil {
+			res.FPM = &fr
+		}
+		return err
+	}, func(m string) { res.FPMError = m })
+	part(req.Traffic, func() error {
+		tr, err := a.ObserveTraffic(ctx, req.ObserveRequest)
+		if err == nil {
+			res.Traffic = tr
+		}
+		return err
+	}, func(m string) { res.TrafficError = m })
+	wg.Wait()
+	a.Hooks.afterObserve(ctx, req.Tick)
+	return res, nil
+}
+
+// applicationMessage is an activity error's message without the SDK's type suffix.
+func applicationMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
 }
 
 // ObserveTraffic reads the traffic over the requested window (nil when no source: the

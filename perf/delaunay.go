@@ -155,6 +155,7 @@ func (b *builder) conflicts(t [3]int, p int) bool {
 func (b *builder) insert(p int) error {
 	type edge struct{ from, to int }
 	cavity := map[edge]bool{}
+	var edges []edge // the cavity's edges in order: no map iteration (Decide runs in workflow code)
 	kept := b.tris[:0:0]
 	for _, t := range b.tris {
 		if !b.conflicts(t, p) {
@@ -162,7 +163,11 @@ func (b *builder) insert(p int) error {
 			continue
 		}
 		for k := range 3 {
-			cavity[edge{t[k], t[(k+1)%3]}] = true
+			e := edge{t[k], t[(k+1)%3]}
+			if !cavity[e] {
+				cavity[e] = true
+				edges = append(edges, e)
+			}
 		}
 	}
 	if len(cavity) == 0 {
@@ -173,7 +178,7 @@ func (b *builder) insert(p int) error {
 	// Boundary edges are the cavity edges whose reverse is not in the cavity. Sort them so the
 	// triangle order does not depend on map iteration.
 	var boundary []edge
-	for e := range cavity {
+	for _, e := range edges {
 		if !cavity[edge{e.to, e.from}] {
 			boundary = append(boundary, e)
 		}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
 )
 
@@ -22,6 +23,12 @@ const (
 	ActivityObserveFPM = "ObserveFPM"
 	// ActivityApply sends absolute targets tagged with a decision id to the connector.
 	ActivityApply = "Apply"
+	// ActivityObserve reads the inventory, the FPMs and the traffic a tick needs in one
+	// activity (history generation 3 on; before, the three Observe* activities).
+	ActivityObserve = "Observe"
+	// ActivityLoadProfile reads a planner's pre-deployment profile (local activity; history
+	// generation 3 on, once per run, for Decide in workflow code).
+	ActivityLoadProfile = "LoadProfile"
 )
 
 // Typed error names of activities (temporal ApplicationError types). Non-retryable ones
@@ -89,6 +96,38 @@ type ObserveRequest struct {
 type FPMResult struct {
 	FPM          *scaling.FPMObservations   `json:"fpm,omitempty"`
 	Capabilities scaling.WorkerCapabilities `json:"capabilities"`
+}
+
+// ObserveAllRequest asks ActivityObserve for the observations a tick needs.
+type ObserveAllRequest struct {
+	ObserveRequest
+	// Inventory, FPM and Traffic select what to read.
+	Inventory bool `json:"inventory,omitempty"`
+	FPM       bool `json:"fpm,omitempty"`
+	Traffic   bool `json:"traffic,omitempty"`
+}
+
+// ObserveAllResult is what ActivityObserve read: each part, or why it could not be read
+// (an unreadable part is never read as zero load).
+type ObserveAllResult struct {
+	Inventory      *connectors.Inventory       `json:"inventory,omitempty"`
+	InventoryError string                      `json:"inventory_error,omitempty"`
+	FPM            *FPMResult                  `json:"fpm,omitempty"`
+	FPMError       string                      `json:"fpm_error,omitempty"`
+	Traffic        *scaling.TrafficObservation `json:"traffic,omitempty"`
+	TrafficError   string                      `json:"traffic_error,omitempty"`
+}
+
+// LoadProfileRequest asks for the pre-deployment profile of a configuration.
+type LoadProfileRequest struct {
+	Config config.Config `json:"config"`
+}
+
+// LoadProfileResult is the profile (nil when the configuration has none or it is not
+// readable: Decide then works without it, as the activity did) and why there is none.
+type LoadProfileResult struct {
+	Profile *perf.Profile `json:"profile,omitempty"`
+	Note    string        `json:"note,omitempty"`
 }
 
 // ApplyRequest sends a decision to the connector.

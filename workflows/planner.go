@@ -15,6 +15,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/virtual"
+	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
 )
 
@@ -47,8 +48,15 @@ func PlannerWorkflow(ctx workflow.Context, in Input) error {
 	if err := r.register(); err != nil {
 		return err
 	}
+	r.inline = workflow.GetVersion(ctx, inlineDecideChange, workflow.DefaultVersion, 1) == 1
 	return r.loop()
 }
+
+// inlineDecideChange is the workflow.GetVersion change id of history generation 3: one
+// Observe activity per tick, and Decide run in workflow code with only its decision recorded
+// (before: three observe activities and a Decide local activity whose result, the whole
+// decision-core state, was recorded every tick).
+const inlineDecideChange = "inline-decide"
 
 type run struct {
 	ctx     workflow.Context
@@ -59,6 +67,14 @@ type run struct {
 	// signalLog and signalControls apply signals in arrival order (nil: the channels do).
 	signalLog      *signalLog
 	signalControls map[string]control
+	// inline is set for runs of history generation 3 on (inlineDecideChange).
+	inline bool
+	// planner is the decision core Decide runs with in workflow code (nil: build it from the
+	// configuration and profile; reset when the configuration changes). profile is the
+	// pre-deployment profile, read once per run (profileRead).
+	planner     *scaling.Planner
+	profile     *perf.Profile
+	profileRead bool
 	// waiters counts the wait_decision calls blocked now.
 	waiters int
 	// draining is set before Continue-As-New: blocked wait_decision calls return.
@@ -140,10 +156,13 @@ func (r *run) register() error {
 		newControl(UpdateClearOverride, "remove replica overrides", st.ValidateClearOverride, st.ClearOverride),
 		newControl(UpdatePause, "pause scale-up, scale-down or both", ValidateDirection, st.Pause),
 		newControl(UpdateResume, "resume scale-up, scale-down or both", ValidateDirection, st.Resume),
-		newControl(UpdateSetSLA, "change the TTFT and ITL targets", st.ValidateSetSLA, st.SetSLA),
-		newControl(UpdateSetLimits, "change the minimum endpoints and GPU budgets", st.ValidateSetLimits, st.SetLimits),
+		newControl(UpdateSetSLA, "change the TTFT and ITL targets", st.ValidateSetSLA,
+			func(q SetSLARequest) string { r.planner = nil; return st.SetSLA(q) }),
+		newControl(UpdateSetLimits, "change the minimum endpoints and GPU budgets", st.ValidateSetLimits,
+			func(q SetLimitsRequest) string { r.planner = nil; return st.SetLimits(q) }),
 		newControl(UpdateAcknowledge, "acknowledge a virtual decision", st.ValidateAcknowledge, st.Acknowledge),
-		newControl(UpdateConfig, "replace the configuration", st.ValidateConfig, st.SetConfig),
+		newControl(UpdateConfig, "replace the configuration", st.ValidateConfig,
+			func(q ConfigRequest) string { r.planner = nil; return st.SetConfig(q) }),
 	}
 	for _, c := range controls {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, c.name, c.handler, workflow.UpdateHandlerOptions{Validator: c.validator, Description: c.desc}); err != nil {
@@ -423,6 +442,10 @@ func (r *run) initialize() {
 // scheduledTick is one planner tick: observe inventory, FPM and traffic, decide, guard,
 // apply, record.
 func (r *run) scheduledTick(tk scaling.Tick) {
+	if r.inline {
+		r.scheduledTickInline(tk)
+		return
+	}
 	st := r.st
 	st.Ticks++
 	r.ticksHere++
@@ -590,7 +613,6 @@ func (r *run) readInventory() inventoryRead {
 // recordInventory waits for the read, records the inventory and marks decisions the
 // deployment reached as done. It returns nil when the inventory is unreadable.
 func (r *run) recordInventory(rd inventoryRead, rec *TickRecord) *connectors.Inventory {
-	st := r.st
 	var inv connectors.Inventory
 	if rd.virtual != nil {
 		inv = *rd.virtual
@@ -598,6 +620,13 @@ func (r *run) recordInventory(rd inventoryRead, rec *TickRecord) *connectors.Inv
 		rec.Notes = append(rec.Notes, "inventory unreadable, holding: "+errorText(err))
 		return nil
 	}
+	return r.acceptInventory(inv, rec)
+}
+
+// acceptInventory checks and records an inventory read and marks decisions the deployment
+// reached as done. It returns nil when the inventory is out of bounds.
+func (r *run) acceptInventory(inv connectors.Inventory, rec *TickRecord) *connectors.Inventory {
+	st := r.st
 	if err := inv.Validate(); err != nil {
 		rec.Notes = append(rec.Notes, "inventory out of bounds, holding: "+err.Error())
 		return nil

@@ -26,9 +26,9 @@ import (
 const orderedSignalsChange = "ordered-signals"
 
 // HistoryGeneration counts the workflow.GetVersion changes: 1 before any, 2 since
-// orderedSignalsChange. Recorded histories are kept per generation (replaytests), so each
+// orderedSignalsChange, 3 since inlineDecideChange. Recorded histories are kept per generation (replaytests), so each
 // branch a change keeps for older executions stays replayed.
-const HistoryGeneration = 2
+const HistoryGeneration = 3
 
 // Interceptors are the worker interceptors every worker running PlannerWorkflow must be
 // created with (worker.Options.Interceptors, and the replayer's and the test environment's

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -460,8 +459,12 @@ func TestUnreadableMetricsHoldAndNeverScaleDown(t *testing.T) {
 	idle := &scripted.Script{Entries: []scripted.ScriptEntry{{FromTick: 0, Capabilities: caps,
 		DecodeEngine: &perf.FPM{WallTime: 0.01, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 5, SumDecodeKVTokens: 20000}}}}}
 	h := newHarness(t, idle)
-	h.env.OnActivity(workflows.ActivityObserveFPM, mock.Anything, mock.Anything).
-		Return(workflows.FPMResult{}, temporal.NewApplicationError("metrics endpoint unreachable", workflows.ErrTypeUnavailable))
+	h.env.OnActivity(workflows.ActivityObserve, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req workflows.ObserveAllRequest) (workflows.ObserveAllResult, error) {
+			three := 3
+			return workflows.ObserveAllResult{Inventory: &connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: &three}},
+				FPMError: "metrics endpoint unreachable"}, nil
+		})
 	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
 		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
 		InitialDecode: 3, MaxTicksPerRun: 3,
@@ -572,6 +575,12 @@ func TestAnOverrideThatArrivesDuringApplyIsAppliedAfterIt(t *testing.T) {
 	one := 1
 	h.env.OnActivity(workflows.ActivityObserveInventory, mock.Anything, mock.Anything).Return(
 		connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: &one}}, nil)
+	script := kvScript()
+	h.env.OnActivity(workflows.ActivityObserve, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req workflows.ObserveAllRequest) (workflows.ObserveAllResult, error) {
+			fr, err := script.ObserveFPM(ctx, req.ObserveRequest)
+			return workflows.ObserveAllResult{Inventory: &connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: &one}}, FPM: &fr}, err
+		})
 	h.env.OnActivity(workflows.ActivityApply, mock.Anything, mock.Anything).After(3 * time.Second).Return(
 		func(_ context.Context, req workflows.ApplyRequest) error {
 			applied = append(applied, fmt.Sprintf("%d:%s", req.DecisionID, req.Targets))

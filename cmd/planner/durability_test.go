@@ -26,8 +26,8 @@ import (
 
 // Durability: the same planners run twice, on two dev servers, with the same scripted
 // observations (keyed by tick, so the inputs do not depend on the wall clock). One run is
-// left alone; the other has its worker process SIGKILLed between Decide and the recording
-// of its result (twice), right after the noop connector applied a decision (before the
+// left alone; the other has its worker process SIGKILLed between an observation and its
+// record in history (twice), right after the noop connector applied a decision (before the
 // activity completed), and at a quiet moment, and its dev server is restarted on the same
 // SQLite file. Both must make the same decisions, and no decision may be applied twice.
 
@@ -248,9 +248,8 @@ type tickOutcome struct {
 	Reason     string
 }
 
-func tickOutcomes(t *testing.T, ctx context.Context, pc *plannerclient.Client, upTo int64) []tickOutcome {
-	recs, err := pc.Diagnostics(ctx)
-	require.NoError(t, err)
+// outcomesOf is the outcome of each recorded tick up to upTo.
+func outcomesOf(recs []workflows.TickRecord, upTo int64) []tickOutcome {
 	var out []tickOutcome
 	for _, r := range recs {
 		if r.Tick > upTo {
@@ -263,20 +262,6 @@ func tickOutcomes(t *testing.T, ctx context.Context, pc *plannerclient.Client, u
 		out = append(out, o)
 	}
 	return out
-}
-
-func waitTicks(t *testing.T, ctx context.Context, pc *plannerclient.Client, n int64) workflows.StateView {
-	t.Helper()
-	for {
-		s, err := stateOf(ctx, pc)
-		if err == nil && s.Ticks >= n {
-			return s
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("waiting for tick %d of %s: %v (last error %v)", n, pc.WorkflowID(), ctx.Err(), err)
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
 }
 
 // waitQuiet waits until the virtual planner's newest decision is acknowledged and its next
@@ -307,16 +292,47 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 	faultySrv := temporaltest.Start(t, "--dynamic-config-value", canArg)
 	steadyJournal, faultyJournal := t.TempDir(), t.TempDir()
 	startWorkerProc(t, steadySrv.HostPort, "steady", script, steadyJournal, "")
-	// The virtual planner's worker crashes right after Decide computed ticks 3 and 11,
-	// before the workflow recorded the result. The noop planner has its own worker (so its
-	// crashes never catch an acknowledgement of the virtual planner in flight), which crashes
-	// right after the connector applied decision 1 (before the activity completed) and after
-	// Decide of tick 6.
-	faultyVirtual := startWorkerProc(t, faultySrv.HostPort, "faulty-virtual", script, faultyJournal, "decide@3,decide@11")
-	faultyNoop := startWorkerProc(t, faultySrv.HostPort, "faulty-noop", script, faultyJournal, "apply@1,decide@6")
+	// The virtual planner's worker crashes right after the Observe activity read ticks 3 and
+	// 11, before the workflow recorded them and decided (Decide runs in workflow code). The
+	// noop planner has its own worker (so its crashes never catch an acknowledgement of the
+	// virtual planner in flight), which crashes right after the connector applied decision 1
+	// (before the activity completed) and after the Observe activity of tick 6.
+	faultyVirtual := startWorkerProc(t, faultySrv.HostPort, "faulty-virtual", script, faultyJournal, "observe@3,observe@11")
+	faultyNoop := startWorkerProc(t, faultySrv.HostPort, "faulty-noop", script, faultyJournal, "apply@1,observe@6")
 
 	steady := startDeployment(t, ctx, "steady", steadySrv, "steady", "steady")
 	crashed := startDeployment(t, ctx, "faulty", faultySrv, "faulty-virtual", "faulty-noop")
+	// Each planner's outcomes are read as soon as it reaches the last tick compared: the
+	// diagnostics ring keeps the newest 24 ticks, and the planners go on ticking (the steady
+	// ones meanwhile the faulty ones recover).
+	type captured struct {
+		state    workflows.StateView
+		outcomes []tickOutcome
+		err      error
+	}
+	captures := map[string]chan captured{}
+	for _, d := range []*deployment{steady, crashed} {
+		for env, pc := range map[string]*plannerclient.Client{"virtual": d.virt, "noop": d.noop} {
+			ch := make(chan captured, 1)
+			captures[d.name+"/"+env] = ch
+			go func() {
+				// Not t.Fatal: this is not the test's goroutine.
+				for {
+					s, err := stateOf(ctx, pc)
+					if err == nil && s.LastTick != nil && s.LastTick.Tick >= durabilityTicks {
+						recs, err := pc.Diagnostics(ctx)
+						ch <- captured{state: s, outcomes: outcomesOf(recs, durabilityTicks), err: err}
+						return
+					}
+					if ctx.Err() != nil {
+						ch <- captured{err: fmt.Errorf("waiting for tick %d of %s to be recorded: %w (last error %v)", durabilityTicks, pc.WorkflowID(), ctx.Err(), err)}
+						return
+					}
+					time.Sleep(150 * time.Millisecond)
+				}
+			}()
+		}
+	}
 	orchCtx, stopOrch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, d := range []*deployment{steady, crashed} {
@@ -331,9 +347,11 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 	faultySrv.Restart()
 
 	final := map[string]workflows.StateView{}
-	for _, d := range []*deployment{steady, crashed} {
-		final[d.name+"/virtual"] = waitTicks(t, ctx, d.virt, durabilityTicks)
-		final[d.name+"/noop"] = waitTicks(t, ctx, d.noop, durabilityTicks)
+	outcomes := map[string][]tickOutcome{}
+	for name, ch := range captures {
+		c := <-ch
+		require.NoError(t, c.err, name)
+		final[name], outcomes[name] = c.state, c.outcomes
 	}
 	stopOrch()
 	wg.Wait()
@@ -341,17 +359,12 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 		t.Logf("%s orchestrator applied %v (error %v; failed acknowledgements %q)", d.name, d.orch.applied, d.orch.err, d.orch.completeErrors)
 	}
 
-	require.Equal(t, 3, faultyVirtual.restartCount(), "the virtual planner's worker died at decide@3, decide@11 and by SIGKILL")
-	require.Equal(t, 2, faultyNoop.restartCount(), "the noop planner's worker died at apply@1 and decide@6")
+	require.Equal(t, 3, faultyVirtual.restartCount(), "the virtual planner's worker died at observe@3, observe@11 and by SIGKILL")
+	require.Equal(t, 2, faultyNoop.restartCount(), "the noop planner's worker died at apply@1 and observe@6")
 	for _, env := range []string{"virtual", "noop"} {
 		s, f := final["steady/"+env], final["faulty/"+env]
 		require.Greater(t, f.Runs, 1, "the %s planner continued as new during the test", env)
-		pcS, pcF := steady.virt, crashed.virt
-		if env == "noop" {
-			pcS, pcF = steady.noop, crashed.noop
-		}
-		want := tickOutcomes(t, ctx, pcS, durabilityTicks)
-		got := tickOutcomes(t, ctx, pcF, durabilityTicks)
+		want, got := outcomes["steady/"+env], outcomes["faulty/"+env]
 		if !assert.ObjectsAreEqual(want, got) {
 			for _, d := range []*deployment{steady, crashed} {
 				i := map[string]int{"virtual": 0, "noop": 1}[env]

@@ -123,8 +123,9 @@ func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) e
 		}
 		if f != nil {
 			acts.Hooks = &activities.Hooks{
-				AfterDecide: func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterDecide, tick) },
-				AfterApply:  func(ctx context.Context, id int64) { f.hit(ctx, faultAfterApply, id) },
+				AfterDecide:  func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterDecide, tick) },
+				AfterApply:   func(ctx context.Context, id int64) { f.hit(ctx, faultAfterApply, id) },
+				AfterObserve: func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterObserve, tick) },
 			}
 		}
 		return nil
@@ -135,10 +136,15 @@ func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) e
 const (
 	faultAfterDecide = "decide"
 	faultAfterApply  = "apply"
+	// faultAfterObserve is just before Decide since it runs in workflow code (history
+	// generation 3): the observations are read, not yet recorded.
+	faultAfterObserve = "observe"
 )
 
 // faults kills the worker process at chosen points, once each: PLANNER_FAULTS lists "point@n"
-// entries ("decide@5": right after Decide computed tick 5, before the workflow records it;
+// entries ("observe@5": right after the Observe activity read tick 5's observations, before
+// the workflow records them and decides; "decide@5": right after the Decide local activity of
+// executions older than history generation 3 computed tick 5;
 // "apply@3": right after the connector applied decision 3, before the activity completes),
 // and a marker file per entry in PLANNER_FAULTS_DIR makes each fire once across restarts.
 type faults struct {
