@@ -17,6 +17,8 @@ import (
 
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/connectors/local"
 	"github.com/llmplanner/planner/connectors/virtual"
 	"github.com/llmplanner/planner/internal/scripted"
 	"github.com/llmplanner/planner/internal/temporaltest"
@@ -30,7 +32,7 @@ import (
 var capture = flag.Bool("capture", false, "re-record the histories of the current logic version and history generation under testdata/ on a fresh dev server")
 
 // scenarios are the recorded runs each logic version must have.
-var scenarios = []string{"overrides", "continue-as-new", "virtual", "ahead"}
+var scenarios = []string{"overrides", "continue-as-new", "virtual", "ahead", "sla-disagg", "hosted"}
 
 // captureScript: decode engines at 110% KV with 40 req/s of traffic for 4 ticks, then at 20%
 // with 2 req/s.
@@ -71,7 +73,7 @@ func TestCaptureHistories(t *testing.T) {
 	const queue = "capture"
 	serve := func(srv *temporaltest.Server) client.Client {
 		w := sdkworker.New(srv.Client(), queue, sdkworker.Options{Interceptors: workflows.Interceptors()})
-		worker.Register(w, &activities.Activities{Unhosted: captureScript(), NoopJournalDir: t.TempDir()})
+		worker.Register(w, &activities.Activities{Unhosted: byDeployment{"sla-disagg": slaDisaggScript()}, NoopJournalDir: t.TempDir()})
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
 		return srv.Client()
@@ -176,6 +178,46 @@ func TestCaptureHistories(t *testing.T) {
 	terminate(c, pc)
 	save(srv, pc, runID, "virtual")
 
+	// sla-disagg: Dynamo's SLA policy, disaggregated, 8 prefill and 8 decode engines, both loops.
+	{
+		d := workflows.Deployment{Namespace: "capture", Name: "sla-disagg"}
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: d.WorkflowID(), TaskQueue: queue}, workflows.WorkflowName,
+			workflows.Input{Deployment: d, Config: slaDisaggConfig(), InitialPrefill: 8, InitialDecode: 8})
+		require.NoError(t, err)
+		pc := plannerclient.New(c, d)
+		waitFor(pc, "throughput and load ticks", func(s workflows.StateView) bool { return s.Ticks >= 12 })
+		terminate(c, pc)
+		save(srv, pc, run.GetRunID(), "sla-disagg")
+	}
+
+	// hosted: a local deployment whose connector lives on its host worker's task queue; an
+	// override makes the host start a worker process.
+	{
+		d := workflows.Deployment{Namespace: "capture", Name: "hosted"}
+		conn, err := local.Open(local.Config{Namespace: "capture-hosted", StateFile: filepath.Join(t.TempDir(), "state.json"), GPUs: []int{0, 1},
+			Decode: local.ComponentConfig{Command: []string{"sleep", "600"}}}, connectors.Targets{Decode: ptr(1)})
+		require.NoError(t, err)
+		defer func() { _ = conn.StopAll(ctx); _ = conn.Close() }()
+		acts := &activities.Activities{}
+		acts.Host(d, activities.Hosted{Connector: conn})
+		hw := sdkworker.New(c, workflows.HostTaskQueue(d), sdkworker.Options{DisableWorkflowWorker: true})
+		acts.Register(hw)
+		require.NoError(t, hw.Start())
+		defer hw.Stop()
+		cfg := captureConfig(config.EnvLocal)
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: d.WorkflowID(), TaskQueue: queue}, workflows.WorkflowName,
+			workflows.Input{Deployment: d, Config: cfg, InitialDecode: 1, HostTaskQueue: workflows.HostTaskQueue(d)})
+		require.NoError(t, err)
+		pc := plannerclient.New(c, d)
+		waitFor(pc, "a tick", func(s workflows.StateView) bool { return s.Ticks >= 2 })
+		update(pc, workflows.UpdateSetReplicas, workflows.SetReplicasRequest{Component: "decode", Replicas: 2, Reason: "capture"})
+		waitFor(pc, "the host to run 2", func(s workflows.StateView) bool {
+			return s.Inventory != nil && s.Inventory.ReadyDecode != nil && *s.Inventory.ReadyDecode == 2 && s.Ticks >= 5
+		})
+		terminate(c, pc)
+		save(srv, pc, run.GetRunID(), "hosted")
+	}
+
 	// ahead: this planner's own policy through a surge and a lull, deciding in both.
 	pc, runID = startWith(c, "ahead", aheadCaptureConfig())
 	waitFor(pc, "decisions in the surge and the lull", func(s workflows.StateView) bool { return s.Ticks >= 16 && len(s.Decisions) >= 2 })
@@ -184,3 +226,21 @@ func TestCaptureHistories(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// byDeployment observes each deployment with its own script (captureScript for the others).
+type byDeployment map[string]*scripted.Script
+
+func (b byDeployment) script(d workflows.Deployment) *scripted.Script {
+	if s, ok := b[d.Name]; ok {
+		return s
+	}
+	return captureScript()
+}
+
+func (b byDeployment) ObserveTraffic(ctx context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error) {
+	return b.script(req.Deployment).ObserveTraffic(ctx, req)
+}
+
+func (b byDeployment) ObserveFPM(ctx context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error) {
+	return b.script(req.Deployment).ObserveFPM(ctx, req)
+}

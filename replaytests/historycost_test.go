@@ -40,6 +40,16 @@ func slaDisaggScript() *scripted.Script {
 	return &scripted.Script{Entries: entries}
 }
 
+// slaDisaggConfig is Dynamo's SLA policy on a disaggregated deployment, both loops (1 s load
+// and 4 s throughput ticks), with the engine simulator's test profile.
+func slaDisaggConfig() config.Config {
+	cfg := config.Default()
+	cfg.Mode, cfg.Environment, cfg.OptimizationTarget, cfg.MaxGPUBudget = config.ModeDisagg, config.EnvNoop, config.TargetSLA, -1
+	cfg.EnableLoadScaling, cfg.LoadAdjustmentIntervalSeconds, cfg.ThroughputAdjustmentIntervalSeconds = true, 1, 4
+	cfg.TTFTMs, cfg.ITLMs, cfg.ProfileResultsDir = 300, 20, filepath.Join("..", "sim", "engine", "testdata")
+	return cfg
+}
+
 // TestHistoryCostPerTickSLADisagg runs an SLA disaggregated planner of 16 engines (Dynamo's
 // policy, both loops, a profile) on a real dev server and measures the history events and
 // bytes a steady tick costs, by event type: at most 12 events and 4 KB.
@@ -54,10 +64,7 @@ func TestHistoryCostPerTickSLADisagg(t *testing.T) {
 	require.NoError(t, w.Start())
 	defer w.Stop()
 
-	cfg := config.Default()
-	cfg.Mode, cfg.Environment, cfg.OptimizationTarget, cfg.MaxGPUBudget = config.ModeDisagg, config.EnvNoop, config.TargetSLA, -1
-	cfg.EnableLoadScaling, cfg.LoadAdjustmentIntervalSeconds, cfg.ThroughputAdjustmentIntervalSeconds = true, 1, 4
-	cfg.TTFTMs, cfg.ITLMs, cfg.ProfileResultsDir = 300, 20, filepath.Join("..", "sim", "engine", "testdata")
+	cfg := slaDisaggConfig()
 	d := workflows.Deployment{Namespace: "cost", Name: "llama"}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: d.WorkflowID(), TaskQueue: queue}, workflows.WorkflowName,
 		workflows.Input{Deployment: d, Config: cfg, InitialPrefill: 8, InitialDecode: 8})

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -152,6 +153,22 @@ func TestHistoriesShowWhatTheyClaim(t *testing.T) {
 			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in), f.path)
 			require.Equal(t, config.PolicyAhead, in.Config.ScalingPolicy, "%s: a planner running the ahead policy", f.path)
 			require.Positive(t, count[enumspb.EVENT_TYPE_MARKER_RECORDED], "%s: decisions recorded", f.path)
+		case "sla-disagg":
+			var in workflows.Input
+			start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in), f.path)
+			require.Equal(t, config.ModeDisagg, in.Config.Mode, f.path)
+			require.Equal(t, config.TargetSLA, in.Config.OptimizationTarget, f.path)
+		case "hosted":
+			var hosted int
+			for _, e := range h.GetEvents() {
+				if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && strings.HasPrefix(a.GetTaskQueue().GetName(), workflows.HostTaskQueuePrefix) {
+					hosted++
+				}
+			}
+			require.Positive(t, hosted, "%s: activities on the host task queue", f.path)
+			require.Positive(t, updates[workflows.UpdateSetReplicas], f.path)
+			require.Positive(t, activities[workflows.ActivityApply], "%s: the host applied a decision", f.path)
 		default:
 			t.Fatalf("%s: unknown scenario %q", f.path, f.scenario)
 		}
