@@ -82,6 +82,12 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Logger receives the supervisor's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// Hooks for this package's tests. now is the clock of the workers' recorded times and of
+	// the start and drain deadlines (default time.Now); afterCheck runs after each pass of the
+	// reconcile loop.
+	now        func() time.Time
+	afterCheck func()
 }
 
 var (
@@ -210,6 +216,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	c.Logger = c.Logger.With("connector", "local", "namespace", c.Namespace)
 	return c

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"os"
@@ -151,7 +152,9 @@ func startMarked(t *testing.T, marker string, ports []int, ownGroup bool) *exec.
 }
 
 func TestIntentIsResolvedByMarker(t *testing.T) {
-	const marker = "demo/demo_decode/0123456789ABCDEF"
+	// A new marker for each run: the supervisor looks for it in every process of the machine,
+	// which may run this test in another binary at the same time.
+	marker := "demo/demo_decode/" + rand.Text()
 	for _, tc := range []struct {
 		name string
 		// run starts the processes present when the supervisor opens; it returns the pid

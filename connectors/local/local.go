@@ -198,7 +198,7 @@ func pick(t connectors.Targets, c scaling.Component) *int {
 // fails only when the processes cannot be listed to look for an intent's process (dropping
 // the intent could then start a worker twice). Called with the lock held.
 func (l *Local) adopt() error {
-	now := time.Now()
+	now := l.cfg.now()
 	kept := l.st.Workers[:0]
 	for _, w := range l.st.Workers {
 		if w.intent() {
@@ -384,7 +384,7 @@ func (l *Local) reconcile(targets poolCounts) error {
 		}
 	}
 
-	now := time.Now()
+	now := l.cfg.now()
 	for _, c := range components {
 		ws := live[c]
 		slices.SortFunc(ws, func(a, b Worker) int { return b.Index - a.Index })
@@ -482,7 +482,7 @@ func (l *Local) startWorker(c scaling.Component, gpus []int) (string, error) {
 		HTTPPort:  ports[0],
 		FPMPort:   ports[1],
 		State:     Starting,
-		StartedAt: time.Now(),
+		StartedAt: l.cfg.now(),
 	}
 	w.Marker = l.cfg.Namespace + "/" + w.Name + "/" + rand.Text()
 	w.LogFile = filepath.Join(l.cfg.LogDir, w.Name+".log")
@@ -510,7 +510,7 @@ func (l *Local) startWorker(c scaling.Component, gpus []int) (string, error) {
 		afterSpawn(cmd.Process.Pid)
 	}
 	rec := &l.st.Workers[i]
-	rec.PID, rec.StartTime, rec.StartedAt = cmd.Process.Pid, startTime, time.Now()
+	rec.PID, rec.StartTime, rec.StartedAt = cmd.Process.Pid, startTime, l.cfg.now()
 	l.children[rec.PID] = ch
 	l.log.Info("started worker", "worker", rec.Name, "pid", rec.PID, "gpus", joinInts(gpus),
 		"http_port", rec.HTTPPort, "fpm_port", rec.FPMPort, "log", rec.LogFile)
@@ -598,6 +598,9 @@ func (l *Local) loop() {
 		case <-l.kick:
 		}
 		l.check()
+		if l.cfg.afterCheck != nil {
+			l.cfg.afterCheck()
+		}
 	}
 }
 
@@ -631,7 +634,7 @@ func (l *Local) check() {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.update(readyPID, time.Now()) {
+	if l.update(readyPID, l.cfg.now()) {
 		if err := l.persist(); err != nil {
 			l.log.Error("cannot record the workers' state", "err", err)
 		}
@@ -857,7 +860,7 @@ func (l *Local) WaitSettled(ctx context.Context) error {
 func (l *Local) StopAll(ctx context.Context) error {
 	l.mu.Lock()
 	l.closed = true
-	now := time.Now()
+	now := l.cfg.now()
 	for i := range l.st.Workers {
 		if w := &l.st.Workers[i]; w.mayBeAlive() && w.StopAt == nil {
 			l.stopWorker(w, Draining, now)
@@ -874,7 +877,7 @@ func (l *Local) StopAll(ctx context.Context) error {
 	var killedAt time.Time
 	for {
 		l.mu.Lock()
-		l.update(nil, time.Now())
+		l.update(nil, l.cfg.now())
 		alive := slices.ContainsFunc(l.st.Workers, func(w Worker) bool { return w.mayBeAlive() })
 		if !alive {
 			l.st.Workers = nil

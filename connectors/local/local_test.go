@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,9 +53,88 @@ func TestMain(m *testing.M) {
 
 func n(v int) *int { return &v }
 
-// config runs fakeworker with extra arguments in both pools, in dir, on 8 GPUs.
+// config runs fakeworker with extra arguments in both pools, in dir, on 8 GPUs, on a fake
+// clock that stands still unless the test moves it (withClock): no start or drain deadline
+// runs out on its own, however slow the machine.
 func config(t *testing.T, dir string, args ...string) Config {
-	return baseConfig(dir, slog.New(slog.NewTextHandler(t.Output(), nil)), args...)
+	cfg := baseConfig(dir, slog.New(slog.NewTextHandler(t.Output(), nil)), args...)
+	withClock(&cfg)
+	return cfg
+}
+
+// fakeClock is the supervisor's clock in tests: it moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// withClock gives cfg a new fake clock, starting now, and returns it.
+func withClock(cfg *Config) *fakeClock {
+	c := &fakeClock{t: time.Now()}
+	cfg.now = c.Now
+	return c
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// checkPasses counts the passes of a supervisor's reconcile loop.
+type checkPasses struct {
+	mu   sync.Mutex
+	n    int
+	next chan struct{} // closed at the end of the next pass
+}
+
+// watchChecks makes cfg's supervisor report the end of each pass of its reconcile loop.
+func watchChecks(cfg *Config) *checkPasses {
+	c := &checkPasses{next: make(chan struct{})}
+	cfg.afterCheck = func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.n++
+		close(c.next)
+		c.next = make(chan struct{})
+	}
+	return c
+}
+
+// wait waits until n whole passes have run after the call: n+1 passes end, since the pass
+// running at the call may have started before it.
+func (c *checkPasses) wait(t *testing.T, n int) {
+	t.Helper()
+	c.mu.Lock()
+	target := c.n + n + 1
+	c.mu.Unlock()
+	timeout := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		done, next := c.n >= target, c.next
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			t.Fatalf("the reconcile loop did not run %d passes within 10 s", n)
+		}
+	}
+}
+
+// logHas waits until a worker's log holds s.
+func logHas(t *testing.T, w Worker, s string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(logOf(t, w), s) }, 10*time.Second, time.Millisecond,
+		"%s never logged %q", w.Name, s)
 }
 
 // baseConfig is config with its logger given (the crash helper has no testing.T).
@@ -185,8 +268,22 @@ func TestNamesGPUsPortsAndStateFile(t *testing.T) {
 }
 
 func TestReadinessTransition(t *testing.T) {
-	start := time.Now()
-	l := open(t, config(t, t.TempDir(), "--startup", "300ms"), connectors.Targets{Decode: n(1)})
+	// The readiness endpoint is the test's: it answers 503 until the test opens it.
+	var isReady atomic.Bool
+	var probes atomic.Int64
+	var probedPort atomic.Value
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		probedPort.Store(r.URL.Query().Get("port"))
+		if !isReady.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(gate.Close)
+	cfg := config(t, t.TempDir())
+	cfg.Decode.ReadyURL = gate.URL + "/healthz?port={http_port}"
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Decode: n(1)})
 	ws := l.Workers()
 	require.Equal(t, []string{"demo_decode:starting"}, names(ws))
 	inv, err := l.Inventory(context.Background())
@@ -197,10 +294,18 @@ func TestReadinessTransition(t *testing.T) {
 	require.Equal(t, n(0), inv.ReadyPrefill)
 	require.False(t, inv.PrefillScalingInProgress)
 
+	// Probed pass after pass and answered 503: still starting.
+	passes.wait(t, 3)
+	require.Equal(t, []string{"demo_decode:starting"}, names(l.Workers()), "not ready before its endpoint answers 200")
+	require.GreaterOrEqual(t, probes.Load(), int64(3), "each pass probes the starting worker")
+	require.Equal(t, strconv.Itoa(ws[0].HTTPPort), probedPort.Load(), "the worker's own port is probed")
+	inv, err = l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, n(0), inv.ReadyDecode)
+	require.True(t, inv.DecodeScalingInProgress)
+
+	isReady.Store(true)
 	settle(t, l)
-	elapsed := time.Since(start)
-	t.Logf("ready after %v (startup 300ms, check interval 20ms)", elapsed)
-	require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
 	w := l.Workers()[0]
 	require.Equal(t, Ready, w.State)
 	require.NotNil(t, w.ReadyAt)
@@ -211,13 +316,18 @@ func TestReadinessTransition(t *testing.T) {
 }
 
 func TestScaleDownDrainsHighestSuffix(t *testing.T) {
-	l := open(t, config(t, t.TempDir(), "--drain", "300ms"), connectors.Targets{Decode: n(3)})
+	// The workers drain until the test creates the release file (the fake clock keeps the
+	// drain timeout from cutting the drain short).
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release-drains")
+	cfg := config(t, dir, "--drain-until", release)
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Decode: n(3)})
 	settle(t, l)
 	before := byName(l.Workers())
 	ctx := context.Background()
 
 	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Decode: n(1)}))
-	start := time.Now()
 	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:draining", "demo_decode_2:draining"}, names(l.Workers()))
 	inv, err := l.Inventory(ctx)
 	require.NoError(t, err)
@@ -226,12 +336,16 @@ func TestScaleDownDrainsHighestSuffix(t *testing.T) {
 	require.True(t, inv.DecodeScalingInProgress)
 
 	for _, name := range []string{"demo_decode_1", "demo_decode_2"} {
-		w := before[name]
-		require.Eventually(t, func() bool { return strings.Contains(logOf(t, w), "sigterm\n") }, 5*time.Second, 5*time.Millisecond)
-		require.True(t, running(w.PID), "%s still runs while it drains", name)
+		logHas(t, before[name], "sigterm\n")
 	}
+	passes.wait(t, 3)
+	for _, name := range []string{"demo_decode_1", "demo_decode_2"} {
+		require.True(t, running(before[name].PID), "%s still runs while it drains", name)
+	}
+	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:draining", "demo_decode_2:draining"}, names(l.Workers()))
+
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
 	settle(t, l)
-	t.Logf("scale-down 3->1 drained in %v (worker drain 300ms)", time.Since(start))
 	for _, name := range []string{"demo_decode_1", "demo_decode_2"} {
 		require.False(t, running(before[name].PID), name)
 		require.Contains(t, logOf(t, before[name]), "sigterm\nexit\n")
@@ -252,16 +366,27 @@ func TestScaleDownDrainsHighestSuffix(t *testing.T) {
 
 func TestDrainTimeoutKills(t *testing.T) {
 	cfg := config(t, t.TempDir(), "--ignore-term")
-	cfg.DrainTimeout = 200 * time.Millisecond
-	l := open(t, cfg, connectors.Targets{Decode: n(2)})
+	cfg.DrainTimeout = time.Minute
+	clock := withClock(&cfg)
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Decode: n(1)})
 	settle(t, l)
-	victim := byName(l.Workers())["demo_decode_1"]
+	victim := l.Workers()[0]
 
-	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}))
-	start := time.Now()
+	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(0)}))
+	logHas(t, victim, "sigterm\n")
+	// Just before the drain timeout: not killed.
+	clock.Advance(time.Minute - time.Millisecond)
+	passes.wait(t, 3)
+	require.True(t, running(victim.PID), "killed before the drain timeout")
+	w := l.Workers()[0]
+	require.Equal(t, Draining, w.State)
+	require.Nil(t, w.KilledAt)
+
+	clock.Advance(time.Second)
 	settle(t, l)
-	t.Logf("worker ignoring SIGTERM killed after %v (drain timeout 200ms)", time.Since(start))
 	require.False(t, running(victim.PID))
+	require.Empty(t, l.Workers())
 	require.Contains(t, logOf(t, victim), "sigterm\n")
 	require.NotContains(t, logOf(t, victim), "exit\n", "it was killed, it did not exit")
 }
@@ -429,18 +554,18 @@ func TestPIDReuseIsNotAdopted(t *testing.T) {
 }
 
 func TestKilledWorkerIsNotReadyAndNotRestarted(t *testing.T) {
-	l := open(t, config(t, t.TempDir()), connectors.Targets{Decode: n(2)})
+	cfg := config(t, t.TempDir())
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Decode: n(2)})
 	settle(t, l)
 	victim := byName(l.Workers())["demo_decode_1"]
 	require.NoError(t, syscall.Kill(victim.PID, syscall.SIGKILL))
-	start := time.Now()
-	require.Eventually(t, func() bool { return byName(l.Workers())["demo_decode_1"].State == Exited }, 5*time.Second, time.Millisecond)
-	t.Logf("exit of a child detected after %v", time.Since(start))
+	require.Eventually(t, func() bool { return byName(l.Workers())["demo_decode_1"].State == Exited }, 10*time.Second, time.Millisecond)
 	w := byName(l.Workers())["demo_decode_1"]
 	require.Equal(t, "signal: killed", w.ExitStatus)
 	require.NotNil(t, w.ExitedAt)
 
-	time.Sleep(100 * time.Millisecond) // five check intervals: still not restarted
+	passes.wait(t, 5) // five passes of the reconcile loop: still not restarted
 	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:exited"}, names(l.Workers()))
 	inv, err := l.Inventory(context.Background())
 	require.NoError(t, err)
@@ -457,13 +582,23 @@ func TestKilledWorkerIsNotReadyAndNotRestarted(t *testing.T) {
 
 func TestStartTimeoutFails(t *testing.T) {
 	cfg := config(t, t.TempDir(), "--startup", "1h")
-	cfg.StartTimeout = 200 * time.Millisecond
+	cfg.StartTimeout = time.Minute
+	clock := withClock(&cfg)
+	passes := watchChecks(&cfg)
 	l := open(t, cfg, connectors.Targets{Decode: n(1)})
 	pid := l.Workers()[0].PID
+	// Just before the start timeout: still starting.
+	clock.Advance(time.Minute - time.Millisecond)
+	passes.wait(t, 3)
+	require.Equal(t, []string{"demo_decode:starting"}, names(l.Workers()))
+	require.True(t, running(pid))
+	require.Zero(t, l.Failures(scaling.Decode))
+
+	clock.Advance(time.Second)
 	require.Eventually(t, func() bool {
 		w := l.Workers()[0]
 		return w.State == Failed && w.ExitedAt != nil
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 10*time.Second, time.Millisecond)
 	require.False(t, running(pid))
 	require.Equal(t, 1, l.Failures(scaling.Decode))
 	inv, err := l.Inventory(context.Background())
@@ -506,14 +641,40 @@ func TestStopAllLeavesNothingBehind(t *testing.T) {
 }
 
 func TestStopAllKillsAtDeadline(t *testing.T) {
-	l := open(t, config(t, t.TempDir(), "--ignore-term"), connectors.Targets{Decode: n(1)})
+	// On the fake clock the drain timeout never runs out: only the end of StopAll's context
+	// can stop a worker ignoring SIGTERM. The context ends once the worker got SIGTERM.
+	cfg := config(t, t.TempDir(), "--ignore-term")
+	clock := withClock(&cfg)
+	l := open(t, cfg, connectors.Targets{Decode: n(1)})
 	settle(t, l)
-	pid := l.Workers()[0].PID
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	w := l.Workers()[0]
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err := l.StopAll(ctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.False(t, running(pid))
+	go func() {
+		defer cancel()
+		// Give up after 10 s: the test then fails below rather than hanging.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			if data, _ := os.ReadFile(w.LogFile); strings.Contains(string(data), "sigterm\n") {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- l.StopAll(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		clock.Advance(time.Hour) // the drain timeout ends StopAll: the test fails rather than hangs
+		<-done
+		t.Fatal("StopAll did not kill the worker when its context ended")
+	}
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "killed the workers still draining")
+	require.Contains(t, logOf(t, w), "sigterm\n", "SIGTERM first")
+	require.NotContains(t, logOf(t, w), "exit\n")
+	require.False(t, running(w.PID))
 }
 
 func TestBadStateFile(t *testing.T) {

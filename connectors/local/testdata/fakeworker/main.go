@@ -1,7 +1,8 @@
 // Command fakeworker is the worker process of the local connector's tests: it serves
 // GET /healthz on its HTTP port after --startup, holds its FPM port, prints what it was given
 // (pid, CUDA_VISIBLE_DEVICES) to stdout, and on SIGTERM drains for --drain before exiting
-// (or ignores SIGTERM with --ignore-term). With --child it starts a grandchild in its own
+// (or until the file --drain-until exists, so that a test decides when the drain ends; or
+// ignores SIGTERM with --ignore-term). With --child it starts a grandchild in its own
 // process group that ignores SIGTERM, to check that the supervisor kills what a worker left.
 package main
 
@@ -23,6 +24,7 @@ func main() {
 	fpmPort := flag.Int("fpm-port", 0, "FPM port to hold")
 	startup := flag.Duration("startup", 0, "delay before /healthz answers")
 	drain := flag.Duration("drain", 0, "delay between SIGTERM and exit")
+	drainUntil := flag.String("drain-until", "", "after SIGTERM, drain until this file exists (instead of --drain)")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	withChild := flag.Bool("child", false, "start a grandchild that ignores SIGTERM")
 	sleepOnly := flag.Bool("sleep-only", false, "only sleep (the grandchild)")
@@ -66,7 +68,16 @@ func main() {
 		if *ignoreTerm {
 			continue
 		}
-		time.Sleep(*drain)
+		if *drainUntil != "" {
+			for {
+				if _, err := os.Stat(*drainUntil); err == nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		} else {
+			time.Sleep(*drain)
+		}
 		fmt.Println("exit")
 		os.Exit(0)
 	}
