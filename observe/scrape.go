@@ -27,9 +27,56 @@ const (
 	// DefaultScrapeHistory keeps 1024 snapshots: 34 minutes at the default interval, several
 	// throughput windows of Dynamo's default 180 s.
 	DefaultScrapeHistory = 1024
-	// maxExpositionBytes bounds one /metrics body.
-	maxExpositionBytes = 16 << 20
 )
+
+// maxExpositionBytes bounds one /metrics body (a variable so that tests can lower it). A
+// larger body fails its scrape, a gap, with an error naming the limit. Read only as far as
+// the limit, a body cut at the end of a line parses and silently loses the series past the
+// cut; one cut inside a line fails as an unexplained "unexpected end of input stream".
+var maxExpositionBytes int64 = 16 << 20
+
+// errExpositionTooLarge is the error of a body over maxExpositionBytes.
+var errExpositionTooLarge = errors.New("/metrics body too large")
+
+// limitedBody reads a body of at most limit bytes; a byte more fails the read with
+// errExpositionTooLarge (and sets over), so the body is never taken as ending at the limit.
+type limitedBody struct {
+	r     io.Reader // the body, limited to limit+1 bytes
+	limit int64
+	read  int64
+	over  bool
+}
+
+func newLimitedBody(r io.Reader, limit int64) *limitedBody {
+	return &limitedBody{r: io.LimitReader(r, limit+1), limit: limit}
+}
+
+// Read implements io.Reader.
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.over {
+		return 0, b.err()
+	}
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	if b.read > b.limit {
+		b.over = true
+		return 0, b.err()
+	}
+	return n, err
+}
+
+// err is the error of a body over the limit.
+func (b *limitedBody) err() error {
+	return fmt.Errorf("%w: more than the %s", errExpositionTooLarge, byteLimit(b.limit))
+}
+
+// byteLimit renders a limit in bytes, and in MiB when it is a whole number of them.
+func byteLimit(n int64) string {
+	if n > 0 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d-byte limit (%d MiB)", n, n>>20)
+	}
+	return fmt.Sprintf("%d-byte limit", n)
+}
 
 // ScrapeOptions configure ScrapeTraffic.
 type ScrapeOptions struct {
@@ -62,6 +109,9 @@ type ScrapeOptions struct {
 // reset is the new value). A series absent from the window's first snapshots counts from 0
 // when it appears (Dynamo creates its per-model series at the model's first request); one
 // missing from a later snapshot is a gap, skipped (see counterIncrease).
+//
+// A body larger than 16 MiB fails its scrape (a gap), rather than being read as far as the
+// limit, which would silently lose the series past the cut.
 //
 // A scrape whose matching request counter is NaN, infinite or negative fails like a malformed
 // body: a counter cannot hold such a value, so the snapshot's count cannot be trusted. A
@@ -210,8 +260,17 @@ func (s *ScrapeTraffic) scrape(ctx context.Context) (scrapeSnapshot, []string, e
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return scrapeSnapshot{}, nil, fmt.Errorf("scrape %s: HTTP %s: %s", s.o.URL, resp.Status, strings.TrimSpace(string(b)))
 	}
+	if resp.ContentLength > maxExpositionBytes {
+		return scrapeSnapshot{}, nil, fmt.Errorf("scrape %s: %w: %d bytes (Content-Length), more than the %s; the scrape is skipped, not read in part",
+			s.o.URL, errExpositionTooLarge, resp.ContentLength, byteLimit(maxExpositionBytes))
+	}
+	body := newLimitedBody(resp.Body, maxExpositionBytes)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, maxExpositionBytes))
+	mfs, err := parser.TextToMetricFamilies(body)
+	if body.over {
+		// Whatever the parser made of the cut: the body is not read in part.
+		return scrapeSnapshot{}, nil, fmt.Errorf("scrape %s: %w; the scrape is skipped, not read in part", s.o.URL, body.err())
+	}
 	if err != nil {
 		return scrapeSnapshot{}, nil, fmt.Errorf("scrape %s: parse the text exposition: %w", s.o.URL, err)
 	}

@@ -2,9 +2,11 @@ package observe
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -402,6 +404,87 @@ func TestScrapeTraffic(t *testing.T) {
 				tc.check(t, obs)
 			}
 		})
+	}
+}
+
+// serveChunked replaces the endpoint by body sent in two flushed parts: chunked, without a
+// Content-Length, so only reading the body tells its size.
+func (f *scrapeFixture) serveChunked(body []byte) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		_, _ = w.Write(body[len(body)/2:])
+	})
+	f.handler.Store(&h)
+}
+
+// padTo puts a comment line before body so that it is n bytes long.
+func padTo(t *testing.T, body []byte, n int) []byte {
+	t.Helper()
+	pad := n - len(body) - len("#\n")
+	require.GreaterOrEqual(t, pad, 0, "body of %d bytes longer than %d", len(body), n)
+	return []byte("#" + strings.Repeat(" ", pad) + "\n" + string(body))
+}
+
+// A /metrics body larger than the limit fails its scrape (a gap in the history) instead of
+// being read as far as the limit: a body cut after a line loses the series behind the cut,
+// one cut inside a number reads a smaller value, taken for a counter reset.
+func TestScrapeTrafficBodyOverTheLimit(t *testing.T) {
+	// Each over-limit body ends with the matching request counter at 10010 and is limit+3
+	// bytes long: read as far as the limit, it ends "} 100" (a reset from 10000 to 100).
+	over := padTo(t, exposition("10010", "", ""), 300)
+	const limit = 300 - len("10\n")
+	require.True(t, strings.HasSuffix(string(over[:limit]), "} 100"), "the cut falls inside the counter's value")
+	// Cut after a line: the matching series is the whole last line, past the limit.
+	other := "# TYPE " + metricRequestsStarted + " counter\n" +
+		metricRequestsStarted + `{dynamo_namespace="other",model="qwen/qwen3-0.6b"} 7` + "\n"
+	counterLine := exposition("10010", "", "")[len("# TYPE "+metricRequestsStarted+" counter\n"):]
+	lineCut := padTo(t, []byte(other), limit)
+	lineCut = append(lineCut, counterLine...)
+
+	old := maxExpositionBytes
+	maxExpositionBytes = int64(limit)
+	t.Cleanup(func() { maxExpositionBytes = old })
+
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"cut inside a number", over},
+		{"cut after a line", lineCut},
+	} {
+		for _, chunked := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, chunked %t", tc.name, chunked), func(t *testing.T) {
+				f := newScrapeFixture(t, ScrapeOptions{})
+				serve := func(body []byte) {
+					if chunked {
+						f.serveChunked(body)
+					} else {
+						f.serve(http.StatusOK, string(body))
+					}
+				}
+				serve(padTo(t, exposition("10000", "", ""), limit)) // exactly the limit: read
+				f.scrape(0)
+				serve(tc.body)
+				f.clock.Advance(20 * time.Second)
+				err := f.src.ScrapeOnce(context.Background())
+				require.ErrorIs(t, err, errExpositionTooLarge)
+				require.ErrorContains(t, err, f.srv.URL+"/metrics")
+				require.ErrorContains(t, err, fmt.Sprintf("%d-byte limit", limit))
+				if !chunked {
+					require.ErrorContains(t, err, fmt.Sprintf("%d bytes (Content-Length)", len(tc.body)), "refused before reading")
+				}
+				require.Equal(t, 1, f.src.snapshots(), "the over-limit body left no snapshot")
+				serve(exposition("10020", "", ""))
+				f.scrape(40 * time.Second)
+
+				obs, err := f.src.Traffic(context.Background(), 60*time.Second)
+				require.NoError(t, err)
+				require.NotNil(t, obs.NumReq)
+				require.InDelta(t, 20, *obs.NumReq, 1e-9, "the cut scrape is a gap: neither a reset nor a lost series")
+			})
+		}
 	}
 }
 
