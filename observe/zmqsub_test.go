@@ -210,8 +210,14 @@ func TestSubscriberRemovingOneRankKeepsTheOthers(t *testing.T) {
 		obs, _ := store.Snapshot(time.Now(), 0)
 		return len(obs.Decode) == 1 && obs.Decode[0].DPRank == 0
 	}, 3*time.Second, 5*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // several heartbeat intervals: rank 1 stays gone, rank 0 stays
+	// Rank 0 publishes several more heartbeats (an event, not a sleep): rank 1, whose
+	// publisher also still beats, stays gone.
 	obs, _ := store.Snapshot(time.Now(), 0)
+	from := obs.Decode[0].CounterID
+	require.Eventually(t, func() bool {
+		obs, _ = store.Snapshot(time.Now(), 0)
+		return len(obs.Decode) != 1 || obs.Decode[0].CounterID >= from+5
+	}, 3*time.Second, 5*time.Millisecond)
 	require.Len(t, obs.Decode, 1)
 	require.Equal(t, int64(0), obs.Decode[0].DPRank)
 }
