@@ -1,0 +1,37 @@
+package workflows
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+)
+
+// TestReplayedMessagesSurviveARemovedField checks a message recorded with a field this code
+// no longer has (removed since) still applies when its history is replayed — as an update
+// (the handler, which replays; the validator does not) and as a signal (decoded leniently
+// while replaying) — while a new message with that field is refused.
+func TestReplayedMessagesSurviveARemovedField(t *testing.T) {
+	st := fuzzState()
+	pause := fuzzControls(st)[2]
+	require.Equal(t, UpdatePause, pause.name)
+	recorded := jsonRaw([]byte(`{"direction":"down","reason":"freeze","until":"friday"}`))
+
+	validator := pause.validator.(func(workflow.Context, converter.RawValue) error)
+	require.ErrorContains(t, validator(nil, recorded), `unknown field "until"`, "a new update is decoded strictly")
+	_, err := pause.signal(recorded, true)
+	require.ErrorContains(t, err, `unknown field "until"`, "a new signal too")
+	require.False(t, st.Overrides.PauseScaleDown)
+
+	handler := pause.handler.(func(workflow.Context, converter.RawValue) (Result, error))
+	res, err := handler(nil, recorded)
+	require.NoError(t, err, "the recorded update replays")
+	require.Equal(t, "scale-down paused, scale-up active", res.Message)
+	require.Equal(t, "freeze", st.Overrides.PauseReason)
+
+	st.Overrides = Overrides{}
+	msg, err := pause.signal(recorded, false)
+	require.NoError(t, err, "the recorded signal replays")
+	require.Equal(t, "scale-down paused, scale-up active", msg)
+}
