@@ -17,6 +17,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -93,6 +94,9 @@ type Options struct {
 	StartPlanners bool
 	// Started, when set, is called once the worker polls (and the planners are started).
 	Started func()
+	// Interceptors are worker interceptors added after workflows.Interceptors() (tests
+	// inject faults with them).
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Register puts the planner workflow and its activities on a worker.
@@ -136,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 	defer c.Close()
 	logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
 
-	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: workflows.Interceptors()})
+	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: append(workflows.Interceptors(), o.Interceptors...)})
 	Register(w, o.Activities)
 
 	var srv *http.Server
