@@ -11,15 +11,20 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/internal/scripted"
+	"github.com/llmplanner/planner/worker"
 )
 
 // The test binary doubles as a planner binary with test-only wiring: run with
@@ -106,9 +111,9 @@ func testPlannerBinary(t *testing.T) (string, string) {
 }
 
 // addTestHooks registers the test-only worker flags; the returned function wires them.
-func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) error {
+func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *worker.Options, *slog.Logger) error {
 	script := fs.String("observations", "", "test only: scripted observations (JSON, see internal/scripted) for the deployments this worker does not host")
-	return func(acts *activities.Activities, logger *slog.Logger) error {
+	return func(acts *activities.Activities, opts *worker.Options, logger *slog.Logger) error {
 		if *script != "" {
 			s, err := scripted.LoadScript(*script)
 			if err != nil {
@@ -127,6 +132,7 @@ func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) e
 				AfterApply:   func(ctx context.Context, id int64) { f.hit(ctx, faultAfterApply, id) },
 				AfterObserve: func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterObserve, tick) },
 			}
+			opts.Interceptors = append(opts.Interceptors, &faultInterceptor{f: f})
 		}
 		return nil
 	}
@@ -186,6 +192,77 @@ func (f *faults) hit(ctx context.Context, point string, n int64) {
 	fh.Close()
 	slog.Default().WarnContext(ctx, "fault injection: killing the worker", "point", key)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+// Fault points inside workflow tasks, counted by occurrence (the n-th time, across the
+// worker's lives, that a workflow task — not a replay — got there):
+//   - "inline@n": Decide ran in workflow code and its decision was recorded as a side effect,
+//     the task not yet completed;
+//   - "update@n": an operator update was handled, the task not yet completed;
+//   - "can@n": the run returned Continue-As-New, the task not yet completed.
+const (
+	faultInline = "inline"
+	faultUpdate = "update"
+	faultCAN    = "can"
+)
+
+// count records one more occurrence of point in the faults directory and returns the total.
+func (f *faults) count(point string) int64 {
+	path := filepath.Join(f.dir, "count_"+point)
+	b, _ := os.ReadFile(path)
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	n++
+	_ = os.WriteFile(path, []byte(strconv.FormatInt(n, 10)), 0o644)
+	return n
+}
+
+// faultInterceptor kills the worker at the fault points inside workflow tasks.
+type faultInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	f *faults
+}
+
+func (i *faultInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &faultInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, f: i.f}
+}
+
+type faultInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	f *faults
+}
+
+func (i *faultInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&faultOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, f: i.f})
+}
+
+func (i *faultInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	res, err := i.Next.ExecuteWorkflow(ctx, in)
+	var can *workflow.ContinueAsNewError
+	if errors.As(err, &can) && !workflow.IsReplaying(ctx) {
+		i.f.hit(context.Background(), faultCAN, i.f.count(faultCAN))
+	}
+	return res, err
+}
+
+func (i *faultInbound) ExecuteUpdate(ctx workflow.Context, in *interceptor.UpdateInput) (any, error) {
+	res, err := i.Next.ExecuteUpdate(ctx, in)
+	if !workflow.IsReplaying(ctx) {
+		i.f.hit(context.Background(), faultUpdate, i.f.count(faultUpdate))
+	}
+	return res, err
+}
+
+type faultOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	f *faults
+}
+
+func (o *faultOutbound) SideEffect(ctx workflow.Context, f func(ctx workflow.Context) any) converter.EncodedValue {
+	v := o.Next.SideEffect(ctx, f)
+	if !workflow.IsReplaying(ctx) {
+		o.f.hit(context.Background(), faultInline, o.f.count(faultInline))
+	}
+	return v
 }
 
 func TestFaultsFromEnv(t *testing.T) {

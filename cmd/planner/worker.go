@@ -25,7 +25,7 @@ func init() {
 
 // workerTestHooks, set by the tests only, adds test-only flags to `planner worker` and wires
 // them into the activities (scripted observations, fault injection). Nil in the binary.
-var workerTestHooks func(fs *flag.FlagSet) func(*activities.Activities, *slog.Logger) error
+var workerTestHooks func(fs *flag.FlagSet) func(*activities.Activities, *worker.Options, *slog.Logger) error
 
 func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
@@ -38,7 +38,7 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	journal := fs.String("noop-journal-dir", "", "journal the noop connector's recorded decisions here, one file per deployment")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
-	var wire func(*activities.Activities, *slog.Logger) error
+	var wire func(*activities.Activities, *worker.Options, *slog.Logger) error
 	if workerTestHooks != nil {
 		wire = workerTestHooks(fs)
 	}
@@ -63,8 +63,9 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	acts := &activities.Activities{NoopJournalDir: *journal, Logger: logger}
+	opts := worker.Options{TaskQueue: *taskQueue, MetricsAddress: *metricsAddr, Activities: acts, Logger: logger, StartPlanners: !*noStart}
 	if wire != nil {
-		if err := wire(acts, logger); err != nil {
+		if err := wire(acts, &opts, logger); err != nil {
 			return err
 		}
 	}
@@ -96,8 +97,8 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 			}
 		}()
 	}
-	return worker.Run(ctx, worker.Options{TaskQueue: *taskQueue, MetricsAddress: *metricsAddr, Activities: acts, Logger: logger,
-		Hosts: hosts, StartPlanners: !*noStart})
+	opts.Hosts = hosts
+	return worker.Run(ctx, opts)
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,6 +129,29 @@ func (s *Server) stopProcess() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.stopProcess()
+	s.start()
+}
+
+// Crash SIGKILLs the server process (no graceful shutdown: what it had not written to its
+// SQLite file is lost, as in a machine failure) and starts it again on the same port and file.
+func (s *Server) Crash() {
+	s.t.Helper()
+	killed := 0
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), s.DBFile) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil && pid != os.Getpid() && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		s.t.Fatalf("crash the dev server: no process runs on %s", s.DBFile)
+	}
+	s.stopProcess() // reaps it; the error of a killed process is expected
 	s.start()
 }
 
