@@ -3,6 +3,7 @@ package worker
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,13 +21,15 @@ var LatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 // Metrics is the worker's Prometheus registry: the Temporal SDK's metrics (through
 // OpenTelemetry, counters as `<name>_total`, timers as `<name>_seconds` histograms) and the
 // `dynamo_planner_*` gauges the planner workflow emits through the same handler, tagged with
-// the deployment's workflow id. Go runtime and process collectors are included.
+// the deployment's workflow id; a deployment's gauges are dropped once none was updated for
+// DefaultPlannerSeriesTTL. Go runtime and process collectors are included.
 type Metrics struct {
 	// Registry holds every collector; serve it with Handler.
 	Registry *prometheus.Registry
 	// SDK is the Temporal metrics handler to put in client.Options.
 	SDK      client.MetricsHandler
 	provider *sdkmetric.MeterProvider
+	gauges   *plannerGauges
 }
 
 // NewMetrics builds the registry and the SDK metrics handler.
@@ -42,7 +45,9 @@ func NewMetrics() (*Metrics, error) {
 		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: LatencyBuckets}},
 	)))
 	h := tempotel.NewMetricsHandler(tempotel.MetricsHandlerOptions{Meter: provider.Meter("planner"), UseMonotonicCounters: true})
-	return &Metrics{Registry: reg, SDK: h, provider: provider}, nil
+	gauges := newPlannerGauges(DefaultPlannerSeriesTTL, time.Now)
+	reg.MustRegister(gauges)
+	return &Metrics{Registry: reg, SDK: plannerMetricsHandler{next: h, gauges: gauges}, provider: provider, gauges: gauges}, nil
 }
 
 // Handler serves the registry in the Prometheus text format.
