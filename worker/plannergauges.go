@@ -106,7 +106,9 @@ func (h plannerMetricsHandler) WithTags(tags map[string]string) client.MetricsHa
 }
 
 // Counter implements client.MetricsHandler.
-func (h plannerMetricsHandler) Counter(name string) client.MetricsCounter { return h.next.Counter(name) }
+func (h plannerMetricsHandler) Counter(name string) client.MetricsCounter {
+	return h.next.Counter(name)
+}
 
 // Timer implements client.MetricsHandler.
 func (h plannerMetricsHandler) Timer(name string) client.MetricsTimer { return h.next.Timer(name) }
