@@ -290,12 +290,13 @@ func TestRandomizedDurability(t *testing.T) {
 
 	reasons := map[string]int{}
 	for k := int64(1); k <= randomTicks; k++ {
-		reasons[outcomes[0][k].Reason]++
+		reasons["prefill "+outcomes[0][k].PrefillReason]++
+		reasons["decode "+outcomes[0][k].Reason]++
 		require.Contains(t, outcomes[0], k, "steady run: tick %d", k)
 		require.Contains(t, outcomes[1], k, "faulty run: tick %d", k)
 		require.Equal(t, outcomes[0][k], outcomes[1][k], "tick %d: the interrupted planner decided as the uninterrupted one", k)
 	}
-	t.Logf("60 tick outcomes equal; load reasons (decode) %v", reasons)
+	t.Logf("60 tick outcomes equal; load reasons %v", reasons)
 	steadyJ, faultyJ := journalDecisions(t, sides[0].journal, d), journalDecisions(t, sides[1].journal, d)
 	n := min(len(steadyJ), len(faultyJ))
 	require.GreaterOrEqual(t, n, 1, "the planner decided")

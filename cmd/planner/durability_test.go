@@ -245,7 +245,9 @@ type tickOutcome struct {
 	Kind       string
 	Applied    string
 	DecisionID int64
-	Reason     string
+	// Reason and PrefillReason are the load loop's decode and prefill reasons.
+	Reason        string
+	PrefillReason string
 }
 
 // outcomesOf is the outcome of each recorded tick up to upTo.
@@ -257,7 +259,7 @@ func outcomesOf(recs []workflows.TickRecord, upTo int64) []tickOutcome {
 		}
 		o := tickOutcome{Tick: r.Tick, Kind: r.Kind, Applied: r.Applied.String(), DecisionID: r.DecisionID}
 		if r.Diagnostics != nil {
-			o.Reason = string(r.Diagnostics.LoadReasonDecode)
+			o.Reason, o.PrefillReason = string(r.Diagnostics.LoadReasonDecode), string(r.Diagnostics.LoadReasonPrefill)
 		}
 		out = append(out, o)
 	}
