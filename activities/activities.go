@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -223,41 +224,55 @@ func (a *Activities) LoadProfile(ctx context.Context, req workflows.LoadProfileR
 }
 
 // Observe reads the observations a tick asks for, concurrently; a part that cannot be read
-// (after one retry) is reported as such, never as zero load, and the others still count.
+// is reported as such, never as zero load, and the others still count. Each part gets a
+// share of the activity's time (a slow Prometheus must not cost the tick its inventory and
+// FPMs) and one retry when its error is retryable and time remains.
 func (a *Activities) Observe(ctx context.Context, req workflows.ObserveAllRequest) (workflows.ObserveAllResult, error) {
 	var res workflows.ObserveAllResult
 	var wg sync.WaitGroup
-	part := func(want bool, read func() error, fail func(string)) {
+	deadline, bounded := ctx.Deadline()
+	const margin = 500 * time.Millisecond // left to report the result
+	part := func(want bool, read func(context.Context) error, fail func(string)) {
 		if !want {
 			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := read()
-			if err != nil && ctx.Err() == nil {
-				err = read()
+			attempt := func(share float64) error {
+				actx, cancel := ctx, context.CancelFunc(func() {})
+				if bounded {
+					actx, cancel = context.WithTimeout(ctx, time.Duration(float64(time.Until(deadline)-margin)*share))
+				}
+				defer cancel()
+				return read(actx)
+			}
+			err := attempt(0.6)
+			var app *temporal.ApplicationError
+			retryable := !(errors.As(err, &app) && app.NonRetryable())
+			if err != nil && retryable && ctx.Err() == nil && (!bounded || time.Until(deadline) > 2*margin) {
+				err = attempt(1)
 			}
 			if err != nil {
 				fail(applicationMessage(err))
 			}
 		}()
 	}
-	part(req.Inventory, func() error {
+	part(req.Inventory, func(ctx context.Context) error {
 		inv, err := a.ObserveInventory(ctx, req.ObserveRequest)
 		if err == nil {
 			res.Inventory = &inv
 		}
 		return err
 	}, func(m string) { res.InventoryError = m })
-	part(req.FPM, func() error {
+	part(req.FPM, func(ctx context.Context) error {
 		fr, err := a.ObserveFPM(ctx, req.ObserveRequest)
 		if err == nil {
 			res.FPM = &fr
 		}
 		return err
 	}, func(m string) { res.FPMError = m })
-	part(req.Traffic, func() error {
+	part(req.Traffic, func(ctx context.Context) error {
 		tr, err := a.ObserveTraffic(ctx, req.ObserveRequest)
 		if err == nil {
 			res.Traffic = tr
@@ -269,10 +284,14 @@ func (a *Activities) Observe(ctx context.Context, req workflows.ObserveAllReques
 	return res, nil
 }
 
-// applicationMessage is an activity error's message without the SDK's type suffix.
+// applicationMessage is an activity error's message, with its type, without the SDK's
+// formatting.
 func applicationMessage(err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
+		if app.Type() != "" {
+			return app.Message() + " (" + app.Type() + ")"
+		}
 		return app.Message()
 	}
 	return err.Error()

@@ -69,6 +69,10 @@ type Inventory struct {
 	AppliedDecisionID int64 `json:"applied_decision_id,omitempty"`
 }
 
+// MaxDecisionID bounds a decision id a connector reports (2^53: exact in JSON numbers, and
+// far from wrapping when the planner counts on from it).
+const MaxDecisionID = 1 << 53
+
 // Validate checks what a connector reported is within the planner's bounds: replica counts
 // within 0..config.MaxReplicas and GPUs per engine within 0..config.MaxGPUsPerEngine. An
 // inventory that is not is unreadable, never taken as the deployment.
@@ -83,6 +87,9 @@ func (i Inventory) Validate() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if i.AppliedDecisionID < 0 || i.AppliedDecisionID > MaxDecisionID {
+		errs = append(errs, fmt.Errorf("applied decision id must be within 0..%d (got %d)", int64(MaxDecisionID), i.AppliedDecisionID))
 	}
 	for _, e := range []struct {
 		name string

@@ -86,6 +86,11 @@ const (
 // minPrefillPoints is the number of points a cubic spline needs (scipy's interp1d).
 const minPrefillPoints = 4
 
+// MaxProfilePoints bounds the points of a profile's prefill or decode part. Dynamo's profiler
+// measures tens to a few hundred; the decode surface's triangulation is built whenever the
+// planner's configuration changes, in workflow code, and must stay well under a second.
+const MaxProfilePoints = 1024
+
 // PrefillProfile is the prefill part of a pre-deployment profile: TTFT and throughput
 // measured at a few input lengths (Dynamo's selected_prefill_interpolation/raw_data.npz).
 // The points need not be sorted; the interpolator sorts them by ISL.
@@ -582,6 +587,9 @@ func (p *PrefillProfile) validate() []*ArrayError {
 	if n < minPrefillPoints {
 		errs = append(errs, &ArrayError{Arrays: []string{arrPrefillISL}, Reason: fmt.Sprintf("has %d points, want at least %d (cubic spline)", n, minPrefillPoints)})
 	}
+	if n > MaxProfilePoints {
+		errs = append(errs, &ArrayError{Arrays: []string{arrPrefillISL}, Reason: fmt.Sprintf("has %d points, at most %d", n, MaxProfilePoints)})
+	}
 	errs = checkValues(errs, arrPrefillISL, p.ISL, 0, math.Inf(1), false)
 	errs = checkValues(errs, arrPrefillTTFT, p.TTFTMs, 0, math.Inf(1), false)
 	errs = checkValues(errs, arrPrefillThpt, p.ThroughputPerGPU, 0, math.Inf(1), false)
@@ -616,6 +624,9 @@ func (d *DecodeProfile) validate() []*ArrayError {
 	errs = checkValues(errs, arrDecodeThpt, d.ThroughputPerGPU, 0, math.Inf(1), true)
 	if d.MaxKVTokens <= 0 {
 		errs = append(errs, &ArrayError{Arrays: []string{arrMaxKVTokens}, Reason: fmt.Sprintf("is %d, want > 0", d.MaxKVTokens)})
+	}
+	if n > MaxProfilePoints {
+		errs = append(errs, &ArrayError{Arrays: []string{arrKVUsage}, Reason: fmt.Sprintf("has %d points, at most %d", n, MaxProfilePoints)})
 	}
 	if len(errs) > 0 {
 		return errs // the geometry checks need consistent, finite points

@@ -498,3 +498,17 @@ func indexOnce(s, sub string) int {
 	}
 	return first
 }
+
+func TestProfilePointsAreBounded(t *testing.T) {
+	n := MaxProfilePoints + 1
+	d := &DecodeProfile{KVUsage: make([]float64, n), ContextLength: make([]float64, n), ITLMs: make([]float64, n), ThroughputPerGPU: make([]float64, n), MaxKVTokens: 1000}
+	for i := range n {
+		d.KVUsage[i], d.ContextLength[i], d.ITLMs[i], d.ThroughputPerGPU[i] = float64(i%100)/100, float64(100+i), 10, 100
+	}
+	require.ErrorContains(t, d.Validate(), "has 1025 points, at most 1024")
+	p := &PrefillProfile{ISL: make([]float64, n), TTFTMs: make([]float64, n), ThroughputPerGPU: make([]float64, n)}
+	for i := range n {
+		p.ISL[i], p.TTFTMs[i], p.ThroughputPerGPU[i] = float64(100+i), 50, 1000
+	}
+	require.ErrorContains(t, p.Validate(), "has 1025 points, at most 1024")
+}

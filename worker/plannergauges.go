@@ -11,12 +11,20 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// PlannerGaugePrefix starts the names of the gauges planner workflows emit (Dynamo's names).
-const PlannerGaugePrefix = "dynamo_planner_"
+// PlannerGaugePrefix starts the names of the gauges planner workflows emit (Dynamo's names);
+// OwnGaugePrefix starts the planner's own (not Dynamo's) ones.
+const (
+	PlannerGaugePrefix = "dynamo_planner_"
+	OwnGaugePrefix     = "planner_"
+	// TickIntervalGauge is a planner's longest tick interval in seconds: its series stay for
+	// at least three of them.
+	TickIntervalGauge = "planner_tick_interval_seconds"
+)
 
 // DefaultPlannerSeriesTTL is how long a planner's series stay on /metrics after its last
-// update: a planner that has not ticked for that long has ended (completed, terminated,
-// moved to another worker) or is stuck, and its last values must not pass for current ones.
+// update (at least three of its tick intervals, TickIntervalGauge): a planner that has not
+// ticked for that long has ended (completed, terminated, moved to another worker) or is
+// stuck, and its last values must not pass for current ones.
 const DefaultPlannerSeriesTTL = 15 * time.Minute
 
 // plannerGauges holds the dynamo_planner_* gauges the planner workflows emit through the SDK's
@@ -28,9 +36,10 @@ type plannerGauges struct {
 	ttl time.Duration
 	now func() time.Time
 
-	mu     sync.Mutex
-	series map[string]*gaugeSeries // by name and sorted labels
-	last   map[string]time.Time    // newest update per deployment
+	mu       sync.Mutex
+	series   map[string]*gaugeSeries  // by name and sorted labels
+	last     map[string]time.Time     // newest update per deployment
+	interval map[string]time.Duration // tick interval per deployment (TickIntervalGauge)
 }
 
 type gaugeSeries struct {
@@ -41,7 +50,7 @@ type gaugeSeries struct {
 }
 
 func newPlannerGauges(ttl time.Duration, now func() time.Time) *plannerGauges {
-	return &plannerGauges{ttl: ttl, now: now, series: map[string]*gaugeSeries{}, last: map[string]time.Time{}}
+	return &plannerGauges{ttl: ttl, now: now, series: map[string]*gaugeSeries{}, last: map[string]time.Time{}, interval: map[string]time.Duration{}}
 }
 
 func (g *plannerGauges) set(name string, tags map[string]string, v float64) {
@@ -60,6 +69,9 @@ func (g *plannerGauges) set(name string, tags map[string]string, v float64) {
 	}
 	s.value = v
 	g.last[s.deployment] = g.now()
+	if name == TickIntervalGauge && v > 0 && v < 1e9 {
+		g.interval[s.deployment] = time.Duration(v * float64(time.Second))
+	}
 }
 
 // Describe sends nothing: the series come and go (an unchecked collector).
@@ -71,8 +83,9 @@ func (g *plannerGauges) Collect(ch chan<- prometheus.Metric) {
 	defer g.mu.Unlock()
 	now := g.now()
 	for d, at := range g.last {
-		if now.Sub(at) > g.ttl {
+		if now.Sub(at) > max(g.ttl, 3*g.interval[d]) {
 			delete(g.last, d)
+			delete(g.interval, d)
 		}
 	}
 	for id, s := range g.series {
@@ -116,7 +129,7 @@ func (h plannerMetricsHandler) Timer(name string) client.MetricsTimer { return h
 // Gauge implements client.MetricsHandler: a planner gauge of a deployment goes to the
 // expiring collector.
 func (h plannerMetricsHandler) Gauge(name string) client.MetricsGauge {
-	if strings.HasPrefix(name, PlannerGaugePrefix) && h.tags["deployment"] != "" {
+	if (strings.HasPrefix(name, PlannerGaugePrefix) || strings.HasPrefix(name, OwnGaugePrefix)) && h.tags["deployment"] != "" {
 		return plannerGauge{name: name, tags: h.tags, gauges: h.gauges}
 	}
 	return h.next.Gauge(name)

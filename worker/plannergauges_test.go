@@ -44,6 +44,17 @@ dynamo_planner_num_decode_replicas{deployment="planner/ns/running",namespace="de
 
 	ended.Gauge("dynamo_planner_num_decode_replicas").Update(2) // started again
 	require.Equal(t, 2, count())
+
+	// A planner ticking every 30 minutes keeps its series for three intervals.
+	slow := h.WithTags(map[string]string{"deployment": "planner/ns/slow"})
+	slow.Gauge(TickIntervalGauge).Update(1800)
+	slow.Gauge("dynamo_planner_num_decode_replicas").Update(1)
+	now = now.Add(80 * time.Minute)
+	running.Gauge("dynamo_planner_num_decode_replicas").Update(6)
+	require.Equal(t, 3, count(), "the slow planner's two series and the running one")
+	now = now.Add(11 * time.Minute)
+	running.Gauge("dynamo_planner_num_decode_replicas").Update(6)
+	require.Equal(t, 1, count(), "91 minutes without a tick: gone")
 }
 
 type nopHandler struct{}

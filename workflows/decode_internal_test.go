@@ -8,10 +8,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// TestReplayedMessagesSurviveARemovedField checks a message recorded with a field this code
-// no longer has (removed since) still applies when its history is replayed — as an update
-// (the handler, which replays; the validator does not) and as a signal (decoded leniently
-// while replaying) — while a new message with that field is refused.
+// TestReplayedMessagesSurviveARemovedField checks an update recorded with a field this code
+// no longer has (removed since) still applies when its history is replayed (the handler
+// replays, leniently; the validator does not run), while a new update with that field is
+// refused. Signals are decoded strictly live and on replay alike: their verdict is not
+// recorded, so a lenient replay would apply one that was rejected (a non-determinism error);
+// a field removed from a signal's request type stays as a deprecated, ignored field.
 func TestReplayedMessagesSurviveARemovedField(t *testing.T) {
 	st := fuzzState()
 	pause := fuzzControls(st)[2]
@@ -30,8 +32,4 @@ func TestReplayedMessagesSurviveARemovedField(t *testing.T) {
 	require.Equal(t, "scale-down paused, scale-up active", res.Message)
 	require.Equal(t, "freeze", st.Overrides.PauseReason)
 
-	st.Overrides = Overrides{}
-	msg, err := pause.signal(recorded, false)
-	require.NoError(t, err, "the recorded signal replays")
-	require.Equal(t, "scale-down paused, scale-up active", msg)
 }

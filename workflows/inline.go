@@ -86,6 +86,8 @@ func (r *run) observeAll(tk scaling.Tick, rec *TickRecord) scaling.Input {
 	if req.FPM {
 		if res.FPM == nil {
 			rec.Notes = append(rec.Notes, "FPM unreadable: "+orUnknown(res.FPMError))
+		} else if err := (connectors.Inventory{Capabilities: res.FPM.Capabilities}).Validate(); err != nil {
+			rec.Notes = append(rec.Notes, "FPM capabilities out of bounds, FPM unread: "+err.Error())
 		} else {
 			in.FPM = res.FPM.FPM
 			mergeCapabilities(&st.Capabilities, res.FPM.Capabilities)
@@ -109,13 +111,22 @@ func orUnknown(s string) string {
 	return s
 }
 
-// decideInline runs the decision core in workflow code and records its decision.
-func (r *run) decideInline(in scaling.Input) (scaling.State, scaling.Decision, scaling.Diagnostics, error) {
-	p, err := r.inlinePlanner()
-	if err != nil {
-		return scaling.State{}, scaling.Decision{}, scaling.Diagnostics{}, err
-	}
-	next, dec, diag, err := p.Decide(*r.st.Core, in)
+// decideInline runs the decision core in workflow code and records its decision. A panic in
+// the core is an error of this tick (it holds, as a failed Decide activity did), not a failed
+// workflow task retried for ever on the same recorded inputs; recovering is deterministic.
+func (r *run) decideInline(in scaling.Input) (next scaling.State, dec scaling.Decision, diag scaling.Diagnostics, err error) {
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("the decision core failed: %v", p)
+			}
+		}()
+		var p *scaling.Planner
+		if p, err = r.inlinePlanner(); err != nil {
+			return
+		}
+		next, dec, diag, err = p.Decide(*r.st.Core, in)
+	}()
 	if err != nil {
 		return scaling.State{}, scaling.Decision{}, scaling.Diagnostics{}, err
 	}

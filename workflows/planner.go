@@ -227,7 +227,8 @@ func (r *run) register() error {
 type control struct {
 	name, desc         string
 	handler, validator any
-	// signal decodes a signal's payload (strictly unless replaying), validates and applies it.
+	// signal decodes a signal's payload (strict: always, see handleSignal), validates and
+	// applies it.
 	signal func(raw converter.RawValue, strict bool) (string, error)
 }
 
@@ -281,7 +282,10 @@ func invalid(err error) error {
 // handleSignal decodes, validates and applies one signal; an invalid one is recorded as
 // rejected and changes nothing.
 func (r *run) handleSignal(c control, raw converter.RawValue) {
-	msg, err := c.signal(raw, !workflow.IsReplaying(r.ctx))
+	// Strict live and on replay alike: a signal's verdict (applied or rejected) is not
+	// recorded, so it must come out the same when the history is replayed. A field removed
+	// from a request type must therefore stay as an ignored, deprecated field.
+	msg, err := c.signal(raw, true)
 	if err != nil {
 		r.st.reject(r.now(), c.name, err)
 		r.logger.Warn("signal rejected", "signal", c.name, "error", err)

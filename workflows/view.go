@@ -196,6 +196,12 @@ func (r *run) metrics(rec *TickRecord) {
 			h.Gauge("dynamo_planner_num_decode_replicas").Update(float64(*p))
 		}
 	}
+	// The worker keeps a planner's series for at least three of its tick intervals.
+	interval := float64(st.Config.LoadAdjustmentIntervalSeconds)
+	if st.Config.EnableThroughputScaling {
+		interval = max(interval, float64(st.Config.ThroughputAdjustmentIntervalSeconds))
+	}
+	h.Gauge("planner_tick_interval_seconds").Update(interval)
 	h.Gauge("dynamo_planner_sla_target_ttft_ms").Update(st.Config.TTFTMs)
 	h.Gauge("dynamo_planner_sla_target_itl_ms").Update(st.Config.ITLMs)
 	d := rec.Diagnostics
