@@ -22,7 +22,7 @@ func TestReplayedMessagesSurviveARemovedField(t *testing.T) {
 
 	validator := pause.validator.(func(workflow.Context, converter.RawValue) error)
 	require.ErrorContains(t, validator(nil, recorded), `unknown field "until"`, "a new update is decoded strictly")
-	_, err := pause.signal(recorded, true)
+	_, err := pause.signal(recorded)
 	require.ErrorContains(t, err, `unknown field "until"`, "a new signal too")
 	require.False(t, st.Overrides.PauseScaleDown)
 

@@ -88,7 +88,7 @@ func FuzzOperatorMessages(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.signal(jsonRaw(m.p), true); err != nil {
+			if _, err := c.signal(jsonRaw(m.p)); err != nil {
 				after, _ := json.Marshal(st)
 				if string(before) != string(after) {
 					t.Fatalf("%s refused (%v) but changed the state", c.name, err)

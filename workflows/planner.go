@@ -175,11 +175,8 @@ func (r *run) register() error {
 			if err := decodeMessage(raw, &q, false, false); err != nil {
 				return virtual.Decision{}, invalid(err)
 			}
-			// Checked again here: several calls validated in one workflow task have not
-			// started waiting when the next is validated. The extra ones return at once.
-			if r.waiters >= MaxWaitDecision {
-				return virtual.Decision{}, invalid(fmt.Errorf("%d wait_decision calls are already waiting, at most %d: query %s instead", r.waiters, MaxWaitDecision, QueryVirtualDecision))
-			}
+			// The SDK runs the validator and then this handler in one coroutine, so the
+			// validator's count is this one's: no other call slips in between.
 			r.waiters++
 			defer func() { r.waiters-- }()
 			// A lower id than asked for also answers: the planner was started again and its
@@ -227,9 +224,9 @@ func (r *run) register() error {
 type control struct {
 	name, desc         string
 	handler, validator any
-	// signal decodes a signal's payload (strict: always, see handleSignal), validates and
+	// signal decodes a signal's payload strictly (live and on replay, see handleSignal), validates and
 	// applies it.
-	signal func(raw converter.RawValue, strict bool) (string, error)
+	signal func(raw converter.RawValue) (string, error)
 }
 
 func newControl[T any](name, desc string, validate func(T) error, apply func(T) string) control {
@@ -251,9 +248,9 @@ func newControl[T any](name, desc string, validate func(T) error, apply func(T) 
 			}
 			return invalid(validate(q))
 		},
-		signal: func(raw converter.RawValue, strict bool) (string, error) {
+		signal: func(raw converter.RawValue) (string, error) {
 			var q T
-			if err := decodeMessage(raw, &q, strict, true); err != nil {
+			if err := decodeMessage(raw, &q, true, true); err != nil {
 				return "", err
 			}
 			if err := validate(q); err != nil {
@@ -285,7 +282,7 @@ func (r *run) handleSignal(c control, raw converter.RawValue) {
 	// Strict live and on replay alike: a signal's verdict (applied or rejected) is not
 	// recorded, so it must come out the same when the history is replayed. A field removed
 	// from a request type must therefore stay as an ignored, deprecated field.
-	msg, err := c.signal(raw, true)
+	msg, err := c.signal(raw)
 	if err != nil {
 		r.st.reject(r.now(), c.name, err)
 		r.logger.Warn("signal rejected", "signal", c.name, "error", err)
