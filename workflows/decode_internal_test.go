@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/workflow"
 )
 
 // TestReplayedMessagesSurviveARemovedField checks an update recorded with a field this code
@@ -20,13 +18,13 @@ func TestReplayedMessagesSurviveARemovedField(t *testing.T) {
 	require.Equal(t, UpdatePause, pause.name)
 	recorded := jsonRaw([]byte(`{"direction":"down","reason":"freeze","until":"friday"}`))
 
-	validator := pause.validator.(func(workflow.Context, converter.RawValue) error)
+	validator := pause.validator
 	require.ErrorContains(t, validator(nil, recorded), `unknown field "until"`, "a new update is decoded strictly")
 	_, err := pause.signal(recorded)
 	require.ErrorContains(t, err, `unknown field "until"`, "a new signal too")
 	require.False(t, st.Overrides.PauseScaleDown)
 
-	handler := pause.handler.(func(workflow.Context, converter.RawValue) (Result, error))
+	handler := pause.handler
 	res, err := handler(nil, recorded)
 	require.NoError(t, err, "the recorded update replays")
 	require.Equal(t, "scale-down paused, scale-up active", res.Message)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/llmplanner/planner/config"
@@ -167,4 +168,44 @@ func TestStateFromANewerLogicVersionIsRefused(t *testing.T) {
 	h2.env.ExecuteWorkflow(workflows.WorkflowName, next)
 	require.True(t, h2.env.IsWorkflowCompleted())
 	require.ErrorContains(t, h2.env.GetWorkflowError(), fmt.Sprintf("planner state has logic version %d, newer than this worker's %d", workflows.LogicVersion+1, workflows.LogicVersion))
+}
+
+// currentDetails reads the markdown the Web UI shows (the workflow metadata query).
+func (h *harness) currentDetails() string {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(h.t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(h.t, v.Get(&md))
+	return md.GetCurrentDetails()
+}
+
+// TestCurrentDetailsFollowOverrides: the Web UI's current details show a pause as soon as it
+// is handled (a signal), and its end as soon as a resume is (an update), between ticks.
+func TestCurrentDetailsFollowOverrides(t *testing.T) {
+	h := newHarness(t, kvScript())
+	var before, paused, resumed string
+	// Ticks every 5 s: 6 s is between two, and so are the checks.
+	h.at(6*time.Second, func() {
+		before = h.currentDetails()
+		h.env.SignalWorkflow(workflows.UpdatePause, workflows.DirectionRequest{Reason: "maintenance"})
+	})
+	h.at(6*time.Second+100*time.Millisecond, func() { paused = h.currentDetails() })
+	h.at(7*time.Second, func() {
+		h.env.UpdateWorkflow(workflows.UpdateResume, "resume-1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("resume rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, workflows.DirectionRequest{})
+	})
+	h.at(7*time.Second+100*time.Millisecond, func() { resumed = h.currentDetails() })
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
+		InitialDecode: 1, MaxTicksPerRun: 4,
+	})
+	h.finishedByContinueAsNew()
+	require.Contains(t, before, "Tick 1 ")
+	require.NotContains(t, before, "paused")
+	require.Contains(t, paused, "Overrides: scale-up and scale-down paused")
+	require.Contains(t, paused, "Tick 1 ", "refreshed between ticks")
+	require.NotContains(t, resumed, "paused")
+	require.Contains(t, resumed, "| decode |", "the last tick's pools are still shown")
 }

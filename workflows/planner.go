@@ -165,7 +165,16 @@ func (r *run) register() error {
 			func(q ConfigRequest) string { r.planner = nil; return st.SetConfig(q) }),
 	}
 	for _, c := range controls {
-		if err := workflow.SetUpdateHandlerWithOptions(ctx, c.name, c.handler, workflow.UpdateHandlerOptions{Validator: c.validator, Description: c.desc}); err != nil {
+		// The Web UI's current details show the overrides: refreshed as soon as one is
+		// handled, not at the next tick.
+		handler := func(ctx workflow.Context, raw converter.RawValue) (Result, error) {
+			res, err := c.handler(ctx, raw)
+			if err == nil {
+				r.refreshDetails()
+			}
+			return res, err
+		}
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, c.name, handler, workflow.UpdateHandlerOptions{Validator: c.validator, Description: c.desc}); err != nil {
 			return err
 		}
 	}
@@ -222,8 +231,9 @@ func (r *run) register() error {
 // control is one operator message, served as an update and as a signal from one validation
 // and one application, so the two can never disagree.
 type control struct {
-	name, desc         string
-	handler, validator any
+	name, desc string
+	handler    func(workflow.Context, converter.RawValue) (Result, error)
+	validator  func(workflow.Context, converter.RawValue) error
 	// signal decodes a signal's payload strictly (live and on replay, see handleSignal), validates and
 	// applies it.
 	signal func(raw converter.RawValue) (string, error)
@@ -289,6 +299,7 @@ func (r *run) handleSignal(c control, raw converter.RawValue) {
 		return
 	}
 	r.logger.Info("signal applied", "signal", c.name, "result", msg)
+	r.refreshDetails()
 }
 
 // decodeMessage decodes an update's or a signal's JSON payload into v. Strict decoding (new

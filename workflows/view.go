@@ -53,6 +53,17 @@ func (r *run) view() StateView {
 	return v
 }
 
+// refreshDetails sets the current details again from the last tick (after an operator's
+// override, pause or resume, which the details show).
+func (r *run) refreshDetails() {
+	var rec *TickRecord
+	if n := len(r.st.Recent); n > 0 {
+		last := r.st.Recent[n-1]
+		rec = &last
+	}
+	r.details(rec)
+}
+
 // details sets the markdown the Web UI shows as the workflow's current details.
 func (r *run) details(rec *TickRecord) {
 	st := r.st
