@@ -38,10 +38,17 @@ import (
 // update was handled, at Continue-As-New, and at random moments; and its dev server is
 // SIGKILLed (not stopped) once and restarted on the same SQLite file. Both runs must make the
 // same decision at every tick, and the faulty run's connector must apply each decision once.
+// The faulty worker also hosts a local deployment (durability_local_test.go), interrupted by
+// the same kills, whose connector must neither double an apply nor orphan a process.
 
 const (
 	randomTicks  = 60
 	randomFaults = 20
+	// localApplyFaults: the faulty worker is killed right after the local connector applied
+	// two of the local planner's first localApplyFaults decisions; the test waits for
+	// localMinDecisions of them.
+	localApplyFaults  = 4
+	localMinDecisions = 5
 )
 
 // randomScript: the load moves between six levels every five ticks, so the SLA planner's
@@ -104,15 +111,20 @@ func drawFaults(seed uint64) faultPlan {
 		slices.Sort(out)
 		return out
 	}
-	for _, v := range pick(7, 2, randomTicks-4) {
+	for _, v := range pick(5, 2, randomTicks-4) {
 		p.entries = append(p.entries, fmt.Sprintf("%s@%d", faultAfterObserve, v))
 	}
-	for _, v := range pick(6, 2, randomTicks-6) {
+	for _, v := range pick(5, 2, randomTicks-6) {
 		p.entries = append(p.entries, fmt.Sprintf("%s@%d", faultInline, v))
 	}
 	// The first decision (the noop deployment never moves: later ones are few, see randomScript).
 	p.entries = append(p.entries, fmt.Sprintf("%s@%d", faultAfterApply, 1))
-	for _, v := range pick(2, 1, 3) { // three updates are sent
+	for _, v := range pick(2, 1, localApplyFaults) { // the local planner's decisions
+		p.entries = append(p.entries, fmt.Sprintf("%s@%d", faultAfterApplyLocal, v))
+	}
+	// Three operator updates are sent; the hosted local planner's start (update-with-start,
+	// on every worker start) counts too.
+	for _, v := range pick(2, 1, 3) {
 		p.entries = append(p.entries, fmt.Sprintf("%s@%d", faultUpdate, v))
 	}
 	for _, v := range pick(2, 1, 2) { // at least three Continue-As-New in 60 ticks
@@ -174,6 +186,7 @@ func TestRandomizedDurability(t *testing.T) {
 	t.Logf("seed %d: faults %s; random kills at ticks %v; dev server crash at tick %d", seed, strings.Join(plan.entries, ","), plan.randomKills, plan.crashAt)
 
 	script := randomScript(t)
+	ls := newLocalSide(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	canArg := fmt.Sprintf("limit.historyCount.suggestContinueAsNew=%d", 150)
@@ -189,11 +202,11 @@ func TestRandomizedDurability(t *testing.T) {
 	var sides []*side
 	for _, name := range []string{"steady", "faulty"} {
 		s := &side{name: name, srv: temporaltest.Start(t, "--dynamic-config-value", canArg), journal: t.TempDir()}
-		faults := ""
+		faults, hosts := "", []string(nil)
 		if name == "faulty" {
-			faults = strings.Join(plan.entries, ",")
+			faults, hosts = strings.Join(plan.entries, ","), []string{"--deployments", ls.deployments}
 		}
-		s.worker = startWorkerProc(t, s.srv.HostPort, "random-"+name, script, s.journal, faults)
+		s.worker = startWorkerProc(t, s.srv.HostPort, "random-"+name, script, s.journal, faults, hosts...)
 		_, err := s.srv.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: d.WorkflowID(), TaskQueue: "random-" + name, WorkflowTaskTimeout: 2 * time.Second},
 			workflows.WorkflowName, workflows.Input{Deployment: d, Config: randomConfig(), InitialPrefill: 1, InitialDecode: 1})
 		require.NoError(t, err)
@@ -245,8 +258,38 @@ func TestRandomizedDurability(t *testing.T) {
 			}
 		}()
 	}
-	// The faulty side: random kills and one server crash, at their ticks.
+	// The faulty side: random kills and one server crash, at their ticks; and, until the
+	// local planner is checked, its frontend's rate moved with the ticks and its decisions
+	// collected.
 	faulty := sides[1]
+	localPC := plannerclient.New(faulty.srv.Client(), localDeployment)
+	localDecisions := &decisionLog{}
+	stopLocal := make(chan struct{})
+	localDone := make(chan struct{})
+	go func() {
+		defer close(localDone)
+		for {
+			select {
+			case <-stopLocal:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if st, err := stateOf(ctx, faulty.pc); err == nil {
+				ls.frontend.setRate(localRates[(st.Ticks/localRatePeriod)%int64(len(localRates))])
+			}
+			if v, err := stateOf(ctx, localPC); err == nil {
+				localDecisions.merge(v)
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopLocal:
+		default:
+			close(stopLocal)
+		}
+		<-localDone
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -312,6 +355,24 @@ func TestRandomizedDurability(t *testing.T) {
 		ids[key] = true
 	}
 	t.Logf("%d decisions applied, each once", len(faultyJ))
+
+	// The local planner: enough decisions applied, then no doubled apply and no orphan.
+	var lastErr error
+	for {
+		v, err := stateOf(ctx, localPC)
+		if lastErr = err; err == nil {
+			localDecisions.merge(v)
+			if n := len(v.Decisions); n > 0 && v.Decisions[n-1].ID >= localMinDecisions && reached(v.Decisions[n-1]) {
+				break
+			}
+		}
+		require.NoError(t, ctx.Err(), "the local planner applies %d decisions (decisions seen %v; last query error %v)",
+			localMinDecisions, targetsOf(localDecisions.sorted()), lastErr)
+		time.Sleep(300 * time.Millisecond)
+	}
+	close(stopLocal)
+	<-localDone
+	checkLocalSide(t, ctx, ls, localPC, localDecisions)
 	// Every fault point fired exactly once (the worker logs each before it dies); a random
 	// kill may land while the worker is already down, so the restarts are at least the points
 	// plus one.

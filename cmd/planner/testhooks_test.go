@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
@@ -128,8 +129,14 @@ func addTestHooks(fs *flag.FlagSet) func(*activities.Activities, *worker.Options
 		}
 		if f != nil {
 			acts.Hooks = &activities.Hooks{
-				AfterDecide:  func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterDecide, tick) },
-				AfterApply:   func(ctx context.Context, id int64) { f.hit(ctx, faultAfterApply, id) },
+				AfterDecide: func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterDecide, tick) },
+				AfterApply: func(ctx context.Context, id int64) {
+					if activity.GetInfo(ctx).WorkflowExecution.ID == localDeployment.WorkflowID() {
+						f.hit(ctx, faultAfterApplyLocal, id)
+						return
+					}
+					f.hit(ctx, faultAfterApply, id)
+				},
 				AfterObserve: func(ctx context.Context, tick int64) { f.hit(ctx, faultAfterObserve, tick) },
 			}
 			opts.Interceptors = append(opts.Interceptors, &faultInterceptor{f: f})
@@ -151,7 +158,8 @@ const (
 // entries ("observe@5": right after the Observe activity read tick 5's observations, before
 // the workflow records them and decides; "decide@5": right after the Decide local activity of
 // executions older than history generation 3 computed tick 5;
-// "apply@3": right after the connector applied decision 3, before the activity completes),
+// "apply@3": right after the connector applied decision 3, before the activity completes;
+// "apply-local@3": the same for the local deployment of the randomized durability test),
 // and a marker file per entry in PLANNER_FAULTS_DIR makes each fire once across restarts.
 type faults struct {
 	dir    string
