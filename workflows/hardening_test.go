@@ -63,6 +63,8 @@ func TestAbsurdOperatorInputIsRefusedAndChangesNothing(t *testing.T) {
 	huge := math.MaxInt64
 	big := 1 << 62
 	longReason := strings.Repeat("r", config.MaxReasonBytes+1)
+	noop := thresholdConfig(config.EnvNoop)
+	ptr := func(s string) *string { return &s }
 	hugeReason := strings.Repeat("r", 1500<<10)
 	cases := []struct {
 		name    string
@@ -78,6 +80,10 @@ func TestAbsurdOperatorInputIsRefusedAndChangesNothing(t *testing.T) {
 		{workflows.UpdateSetLimits, workflows.SetLimitsRequest{MaxGPUBudget: &huge}, "max_gpu_budget: must be at most"},
 		{workflows.UpdateConfig, map[string]any{"config": map[string]any{"max_gpu_budgit": 8}}, `unknown field "max_gpu_budgit"`},
 		{workflows.UpdateConfig, map[string]any{"config": map[string]any{}, "extra": 1}, `unknown field "extra"`},
+		{workflows.UpdateConfig, workflows.ConfigRequest{Config: noop, HostTaskQueue: ptr(strings.Repeat("q", 1001))}, "host_task_queue is 1001 bytes long, at most 1000"},
+		{workflows.UpdateConfig, workflows.ConfigRequest{Config: noop, HostTaskQueue: ptr("planner-host/ns/llama ")}, "leading or trailing spaces"},
+		{workflows.UpdateConfig, workflows.ConfigRequest{Config: noop, HostTaskQueue: ptr("planner-host/ns/\nllama")}, "control character at byte 16"},
+		{workflows.UpdateConfig, workflows.ConfigRequest{Config: noop, HostTaskQueue: ptr("/_sys/planner-host/ns/llama")}, "reserved /_sys/ space"},
 	}
 	h := newHarness(t, kvScript())
 	var before config.Config
@@ -208,4 +214,16 @@ func TestCurrentDetailsFollowOverrides(t *testing.T) {
 	require.Contains(t, paused, "Tick 1 ", "refreshed between ticks")
 	require.NotContains(t, resumed, "paused")
 	require.Contains(t, resumed, "| decode |", "the last tick's pools are still shown")
+}
+
+// TestStartWithAnUnusableHostTaskQueueFails: a planner started with a host task queue no
+// worker could poll fails at once, saying why, rather than wait for observations forever.
+func TestStartWithAnUnusableHostTaskQueueFails(t *testing.T) {
+	h := newHarness(t, kvScript())
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: thresholdConfig(config.EnvNoop),
+		InitialDecode: 1, HostTaskQueue: "/_sys/planner-host/ns/llama",
+	})
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.ErrorContains(t, h.env.GetWorkflowError(), `host_task_queue "/_sys/planner-host/ns/llama" is in Temporal's reserved /_sys/ space`)
 }

@@ -108,6 +108,11 @@ func newRun(ctx workflow.Context, in Input) (*run, error) {
 	if err := errors.Join(config.CheckReplicas("initial_prefill", in.InitialPrefill), config.CheckReplicas("initial_decode", in.InitialDecode)); err != nil {
 		return nil, err
 	}
+	if in.HostTaskQueue != "" {
+		if err := checkTaskQueueName(in.HostTaskQueue); err != nil {
+			return nil, err
+		}
+	}
 	ack := in.AckTimeoutSeconds
 	if ack == 0 {
 		ack = virtual.DefaultAckTimeoutSeconds

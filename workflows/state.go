@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"unicode"
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/connectors"
@@ -557,14 +559,34 @@ func (s *State) ValidateConfig(r ConfigRequest) error {
 		return err
 	}
 	if q := r.HostTaskQueue; q != nil {
-		if len(*q) > maxTaskQueueLen {
-			return fmt.Errorf("host_task_queue: %d characters, at most %d", len(*q), maxTaskQueueLen)
+		if err := checkTaskQueueName(*q); err != nil {
+			return err
 		}
 		if *q == "" && (c.Environment == config.EnvLocal || c.Environment == config.EnvKubernetes) {
 			return fmt.Errorf("host_task_queue: environment %s needs the worker hosting the deployment", c.Environment)
 		}
 	}
 	return immutableConfigChange(s.Config, c)
+}
+
+// checkTaskQueueName refuses a host task queue name no worker could poll: too long, not
+// UTF-8, with control characters or surrounding spaces (a copy-paste accident), or in
+// Temporal's reserved "/_sys/" space. Activities sent there would wait for a worker that
+// never comes, and the planner would stop observing.
+func checkTaskQueueName(q string) error {
+	if err := config.CheckText("host_task_queue", q, maxTaskQueueLen); err != nil {
+		return err
+	}
+	if strings.TrimSpace(q) != q {
+		return fmt.Errorf("host_task_queue %q has leading or trailing spaces", q)
+	}
+	if i := strings.IndexFunc(q, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("host_task_queue %q has a control character at byte %d", q, i)
+	}
+	if strings.HasPrefix(q, "/_sys/") {
+		return fmt.Errorf("host_task_queue %q is in Temporal's reserved /_sys/ space", q)
+	}
+	return nil
 }
 
 // SetConfig applies a validated configuration.
