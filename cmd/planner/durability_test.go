@@ -21,6 +21,7 @@ import (
 	"github.com/llmplanner/planner/connectors/virtual"
 	"github.com/llmplanner/planner/internal/temporaltest"
 	"github.com/llmplanner/planner/plannerclient"
+	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/workflows"
 )
 
@@ -381,7 +382,13 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 			}
 		}
 		require.Len(t, want, durabilityTicks, "the diagnostics ring holds every tick")
-		require.Equal(t, want, got, "%s: the interrupted planner decided exactly as the uninterrupted one", env)
+		if env == "virtual" {
+			deferred, err := compareVirtualOutcomes(want, got)
+			require.NoError(t, err, "virtual: the interrupted planner decided as the uninterrupted one\nwant %+v\ngot  %+v", want, got)
+			t.Logf("virtual: decisions deferred one tick by an acknowledgement in flight, at ticks %v", deferred)
+		} else {
+			require.Equal(t, want, got, "%s: the interrupted planner decided exactly as the uninterrupted one", env)
+		}
 		t.Logf("%s: %d ticks, %d decisions, runs %d (steady) / %d (faulty)", env, len(want), s.Decisions[len(s.Decisions)-1].ID, s.Runs, f.Runs)
 	}
 
@@ -406,5 +413,70 @@ func TestDurabilityUnderWorkerAndServerRestarts(t *testing.T) {
 			require.Equal(t, 1, ids[a.DecisionID], "%s: decision %d recorded twice", path, a.DecisionID)
 		}
 		require.NotEmpty(t, ids, path)
+	}
+}
+
+// compareVirtualOutcomes compares the virtual planner's tick outcomes. They must be equal,
+// but for one thing the wall clock decides: after its worker was down, the interrupted planner
+// runs the ticks that came due meanwhile back to back, and the orchestrator's acknowledgement
+// of the previous decision may not have arrived by the next one. That tick then holds
+// (scaling_in_progress) where the uninterrupted run decided, and the same decision (id,
+// targets, reason) follows at the next tick, where the uninterrupted run decided nothing.
+// Such deferrals are tolerated and returned; any other difference is an error.
+func compareVirtualOutcomes(want, got []tickOutcome) (deferred []int64, err error) {
+	if len(want) != len(got) {
+		return nil, fmt.Errorf("%d ticks, want %d", len(got), len(want))
+	}
+	for i := 0; i < len(want); i++ {
+		w, g := want[i], got[i]
+		if w == g {
+			continue
+		}
+		if i+1 < len(want) && w.DecisionID != 0 && want[i+1].DecisionID == 0 &&
+			g.DecisionID == 0 && g.Reason == string(scaling.ReasonScalingInProgress) && g.Tick == w.Tick && g.Kind == w.Kind {
+			next := got[i+1]
+			next.Tick = w.Tick
+			if next == w {
+				deferred = append(deferred, w.Tick)
+				i++
+				continue
+			}
+		}
+		return deferred, fmt.Errorf("tick %d: want %+v, got %+v", w.Tick, w, g)
+	}
+	return deferred, nil
+}
+
+func TestCompareVirtualOutcomes(t *testing.T) {
+	decide := func(tick, id int64, applied, reason string) tickOutcome {
+		return tickOutcome{Tick: tick, Kind: "scheduled", Applied: applied, DecisionID: id, Reason: reason}
+	}
+	hold := func(tick int64, reason string) tickOutcome { return decide(tick, 0, "no change", reason) }
+	steady := []tickOutcome{decide(14, 13, "decode=2", "scale_down"), decide(15, 14, "decode=1", "scale_down"), hold(16, "no_change"), hold(17, "no_change")}
+	cases := []struct {
+		name     string
+		got      []tickOutcome
+		deferred []int64
+		err      string
+	}{
+		{"equal", steady, nil, ""},
+		// What CI saw: tick 15's acknowledgement of decision 13 was still in flight.
+		{"deferred by one tick", []tickOutcome{steady[0], hold(15, "scaling_in_progress"), decide(16, 14, "decode=1", "scale_down"), steady[3]}, []int64{15}, ""},
+		{"held without the decision after", []tickOutcome{steady[0], hold(15, "scaling_in_progress"), hold(16, "no_change"), steady[3]}, nil, "tick 15"},
+		{"another decision after the hold", []tickOutcome{steady[0], hold(15, "scaling_in_progress"), decide(16, 14, "decode=2", "scale_down"), steady[3]}, nil, "tick 15"},
+		{"held for another reason", []tickOutcome{steady[0], hold(15, "no_change"), decide(16, 14, "decode=1", "scale_down"), steady[3]}, nil, "tick 15"},
+		{"another decision", []tickOutcome{steady[0], decide(15, 14, "decode=3", "scale_up"), steady[2], steady[3]}, nil, "tick 15"},
+		{"one tick missing", steady[:3], nil, "3 ticks, want 4"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			deferred, err := compareVirtualOutcomes(steady, tc.got)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.deferred, deferred)
+		})
 	}
 }
