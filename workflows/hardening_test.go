@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/internal/scripted"
 	"github.com/llmplanner/planner/workflows"
 )
 
@@ -226,4 +227,28 @@ func TestStartWithAnUnusableHostTaskQueueFails(t *testing.T) {
 	})
 	require.True(t, h.env.IsWorkflowCompleted())
 	require.ErrorContains(t, h.env.GetWorkflowError(), `host_task_queue "/_sys/planner-host/ns/llama" is in Temporal's reserved /_sys/ space`)
+}
+
+// TestCurrentDetailsShowObservedLatencies: the Web UI's details put the frontend's observed
+// TTFT and ITL (from the throughput loop's traffic window) beside the SLA.
+func TestCurrentDetailsShowObservedLatencies(t *testing.T) {
+	c := config.Default()
+	c.Mode, c.Environment, c.OptimizationTarget = config.ModeDisagg, config.EnvNoop, config.TargetSLA
+	c.ProfileResultsDir = "../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1"
+	c.EnableThroughputScaling, c.EnableLoadScaling = true, false
+	c.ThroughputAdjustmentIntervalSeconds, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 10, 300, 20, 16
+	ttft, itl := 412.5, 17.25
+	h := newHarness(t, &scripted.Script{Entries: []scripted.ScriptEntry{{FromTick: 0,
+		Traffic: &scripted.ScriptTraffic{RequestsPerSecond: 4, ISL: 3000, OSL: 300, TTFTMs: &ttft, ITLMs: &itl}}}})
+	var before, after string
+	h.at(time.Second, func() { before = h.currentDetails() })
+	h.at(15*time.Second, func() { after = h.currentDetails() })
+	h.env.ExecuteWorkflow(workflows.WorkflowName, workflows.Input{
+		Deployment: workflows.Deployment{Namespace: "ns", Name: "llama"}, Config: c,
+		InitialPrefill: 1, InitialDecode: 1, MaxTicksPerRun: 3,
+	})
+	h.finishedByContinueAsNew()
+	require.NotContains(t, before, "observed", "nothing observed before the first traffic window")
+	require.Contains(t, after, "· observed 412.5 ms / SLA 300 ms")
+	require.Contains(t, after, "· observed 17.2 ms / SLA 20 ms")
 }

@@ -98,6 +98,9 @@ func (r *run) observeAll(tk scaling.Tick, rec *TickRecord) scaling.Input {
 			rec.Notes = append(rec.Notes, "traffic unreadable: "+res.TrafficError)
 		} else {
 			in.Traffic = res.Traffic
+			if t := res.Traffic; t != nil && (t.TTFTMs != nil || t.ITLMs != nil) {
+				r.observed = &observedLatency{TTFTMs: t.TTFTMs, ITLMs: t.ITLMs, At: r.now()}
+			}
 		}
 	}
 	in.Capabilities = st.Capabilities

@@ -81,6 +81,16 @@ type run struct {
 	draining  bool
 	ticksHere int
 	initErr   string
+	// observed is the frontend's mean TTFT and ITL over the last traffic window read, for
+	// the Web UI's details only (not state: it starts empty in each run).
+	observed *observedLatency
+}
+
+// observedLatency is what the frontend measured over a traffic window.
+type observedLatency struct {
+	TTFTMs, ITLMs *float64
+	// At is when the window was read (Unix seconds).
+	At float64
 }
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {

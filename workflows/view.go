@@ -108,8 +108,15 @@ func (r *run) details(rec *TickRecord) {
 			b.WriteString(fmt.Sprintf("| %s | %s | %s | %s | %s |\n", c, ready, expected, load, thr))
 		}
 		b.WriteString("\n")
-		if d != nil && (d.EstimatedTTFTMs != nil || d.EstimatedITLMs != nil) {
-			b.WriteString(fmt.Sprintf("Estimated TTFT %s / SLA %g ms · ITL %s / SLA %g ms\n\n", msOrDash(d.EstimatedTTFTMs), st.Config.TTFTMs, msOrDash(d.EstimatedITLMs), st.Config.ITLMs))
+		var estTTFT, estITL *float64
+		if d != nil {
+			estTTFT, estITL = d.EstimatedTTFTMs, d.EstimatedITLMs
+		}
+		if o := r.observed; o != nil {
+			b.WriteString(fmt.Sprintf("TTFT estimated %s · observed %s / SLA %g ms · ITL estimated %s · observed %s / SLA %g ms (observed: the frontend's means over the traffic window read at %s)\n\n",
+				msOrDash(estTTFT), msOrDash(o.TTFTMs), st.Config.TTFTMs, msOrDash(estITL), msOrDash(o.ITLMs), st.Config.ITLMs, unixTime(o.At)))
+		} else if estTTFT != nil || estITL != nil {
+			b.WriteString(fmt.Sprintf("TTFT estimated %s / SLA %g ms · ITL estimated %s / SLA %g ms\n\n", msOrDash(estTTFT), st.Config.TTFTMs, msOrDash(estITL), st.Config.ITLMs))
 		}
 		if n := len(st.Decisions); n > 0 {
 			d := st.Decisions[n-1]
