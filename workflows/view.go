@@ -53,8 +53,8 @@ func (r *run) view() StateView {
 	return v
 }
 
-// refreshDetails sets the current details again from the last tick (after an operator's
-// override, pause or resume, which the details show).
+// refreshDetails sets the current details again from the last tick, after any operator
+// message was applied (overrides, pauses, SLA and limits are shown in them).
 func (r *run) refreshDetails() {
 	var rec *TickRecord
 	if n := len(r.st.Recent); n > 0 {

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -273,15 +275,7 @@ func (l *decisionLog) merge(v workflows.StateView) {
 func (l *decisionLog) sorted() []workflows.DecisionRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := slices.Collect(func(yield func(workflows.DecisionRecord) bool) {
-		for _, d := range l.byID {
-			if !yield(d) {
-				return
-			}
-		}
-	})
-	slices.SortFunc(out, func(a, b workflows.DecisionRecord) int { return int(a.ID - b.ID) })
-	return out
+	return slices.SortedFunc(maps.Values(l.byID), func(a, b workflows.DecisionRecord) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // checkLocalSide pauses the local planner, waits until its last decision is applied and its
@@ -322,7 +316,6 @@ func checkLocalSide(t *testing.T, ctx context.Context, s *localSide, pc *planner
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	// The running workers are the last decision's targets.
 	count := map[string]int{"prefill": 0, "decode": 0}
 	recorded := map[int]string{}
 	for _, w := range st.Workers {
@@ -357,6 +350,7 @@ func checkLocalSide(t *testing.T, ctx context.Context, s *localSide, pc *planner
 		want += max(0, p-prevP) + max(0, dec-prevD)
 		prevP, prevD = p, dec
 	}
+	// The running workers are the last decision's targets.
 	require.Equal(t, map[string]int{"prefill": prevP, "decode": prevD}, count,
 		"the running workers are the targets of the last decision applied (%d)", last.ID)
 	require.Equal(t, last.ID, all[len(all)-1].ID)

@@ -73,14 +73,14 @@ func startWorkerProc(t *testing.T, hostPort, queue, script, journal string, faul
 	logf, err := os.Create(filepath.Join(t.TempDir(), "worker-"+queue+".log"))
 	require.NoError(t, err)
 	bin, asMain := testPlannerBinary(t) // scripted observations and faults are test-only wiring
+	level := "warn"
+	if len(extraArgs) > 0 { // a hosting worker: its log (printed on failure) says what the hosts did
+		level = "info"
+	}
 	w := &workerProc{t: t, bin: bin, log: logf, stop: make(chan struct{}), done: make(chan struct{}),
-		args: []string{"worker", "--task-queue", queue, "--observations", script, "--noop-journal-dir", journal, "--metrics-address", "", "--log-level", "warn"},
+		args: append([]string{"worker", "--task-queue", queue, "--observations", script, "--noop-journal-dir", journal, "--metrics-address", "", "--log-level", level}, extraArgs...),
 		env: append(os.Environ(), asMain, "TEMPORAL_ADDRESS="+hostPort, "TEMPORAL_NAMESPACE=default",
 			"TEMPORAL_CONFIG_FILE="+filepath.Join(t.TempDir(), "absent.toml"))}
-	w.args = append(w.args, extraArgs...)
-	if len(extraArgs) > 0 { // a hosting worker: its log (printed on failure) says what the hosts did
-		w.args = append(w.args, "--log-level", "info")
-	}
 	if faults != "" {
 		w.env = append(w.env, "PLANNER_FAULTS="+faults, "PLANNER_FAULTS_DIR="+t.TempDir())
 	}
