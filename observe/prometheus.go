@@ -19,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/llmplanner/planner/internal/tracing"
 	"github.com/llmplanner/planner/scaling"
 )
 
@@ -87,7 +89,9 @@ func NewPrometheusTraffic(opts PrometheusOptions) (*PrometheusTraffic, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	rt := &authTransport{base: opts.Transport, token: opts.BearerToken, tokenFile: opts.BearerTokenFile, params: opts.ExtraQueryParams}
+	// The HTTP span wraps the credentials transport: it records the URL without the extra
+	// query parameters (API keys travel there) and never sees the token.
+	rt := tracing.Transport("prometheus", &authTransport{base: opts.Transport, token: opts.BearerToken, tokenFile: opts.BearerTokenFile, params: opts.ExtraQueryParams})
 	client, err := api.NewClient(api.Config{Address: opts.URL, Client: &http.Client{Transport: rt, Timeout: opts.Timeout}})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus traffic: client for %s: %w", opts.URL, err)
@@ -167,6 +171,8 @@ func (p *PrometheusTraffic) count(ctx context.Context, window time.Duration, at 
 // series or its value is NaN or infinite. A negative value is an error: the queries are
 // increases of counters and ratios of them, never negative.
 func (p *PrometheusTraffic) scalar(ctx context.Context, q string, at time.Time) (v float64, ok bool, err error) {
+	ctx, span := tracing.Start(ctx, "prometheus query", attribute.String("db.system.name", "prometheus"), attribute.String("db.query.text", q))
+	defer func() { tracing.End(span, err) }()
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	vec, warnings, err := instantQuery(ctx, p.client, q, at, p.o.Timeout)

@@ -1,7 +1,8 @@
 // Package worker wires the planner's Temporal worker: a client configured like the `temporal`
 // CLI (TEMPORAL_* environment variables and the profile file, TLS and API key included), the
-// planner workflow and its activities registered on a task queue, and an HTTP server with
-// /metrics (Temporal SDK metrics and dynamo_planner_* gauges) and /healthz.
+// planner workflow and its activities registered on a task queue, an HTTP server with
+// /metrics (Temporal SDK metrics and dynamo_planner_* gauges) and /healthz, and, when the
+// OTEL_* environment asks for it, OpenTelemetry traces of every tick (tracing.go).
 package worker
 
 import (
@@ -133,6 +134,23 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	workerInterceptors := append(workflows.Interceptors(), o.Interceptors...)
+	tracing, err := TracingFromEnv(ctx, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if tracing != nil {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(sctx); err != nil {
+				logger.Warn("flushing the last spans", "error", err)
+			}
+		}()
+		opts.Interceptors = append(opts.Interceptors, tracing.ClientInterceptor())
+		workerInterceptors = append(workerInterceptors, tracing.WorkerInterceptor())
+		logger.Info("tracing ticks", "exporter", tracing.Exporter)
+	}
 	c, err := Dial(ctx, opts)
 	if err != nil {
 		return err
@@ -140,7 +158,7 @@ func Run(ctx context.Context, o Options) error {
 	defer c.Close()
 	logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
 
-	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: append(workflows.Interceptors(), o.Interceptors...)})
+	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: workerInterceptors})
 	Register(w, o.Activities)
 
 	var srv *http.Server

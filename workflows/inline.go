@@ -21,12 +21,19 @@ func (r *run) scheduledTickInline(tk scaling.Tick) {
 	st := r.st
 	st.Ticks++
 	r.ticksHere++
+	defer r.startTickSpan("scheduled")("")
 	rec := TickRecord{Tick: st.Ticks, Kind: "scheduled", At: r.now()}
 	in := r.observeAll(tk, &rec)
 	// The decision's time is when it is made, after the observations (see scheduledTick).
 	now := r.now()
 	in.Now, rec.At = now, now
+	endDecide := r.startChildSpan(SpanDecide)
 	next, dec, diag, err := r.decideInline(in)
+	if err != nil {
+		endDecide(err.Error())
+	} else {
+		endDecide("")
+	}
 	if err != nil {
 		rec.Notes = append(rec.Notes, "decide failed, holding: "+err.Error())
 		r.logger.Error("decide failed; holding", "error", err)

@@ -84,6 +84,9 @@ type run struct {
 	// observed is the frontend's mean TTFT and ITL over the last traffic window read, for
 	// the Web UI's details only (not state: it starts empty in each run).
 	observed *observedLatency
+	// spanCtx carries the current tick's trace span (nil: no traced tick under way); the
+	// tick's activities are scheduled with it (tracing.go).
+	spanCtx workflow.Context
 }
 
 // observedLatency is what the frontend measured over a traffic window.
@@ -476,6 +479,7 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 	st := r.st
 	st.Ticks++
 	r.ticksHere++
+	defer r.startTickSpan("scheduled")("")
 	now := r.now()
 	rec := TickRecord{Tick: st.Ticks, Kind: "scheduled", At: now}
 	// Inventory, FPM and traffic are read concurrently: one workflow task waits for all.
@@ -558,6 +562,7 @@ func (r *run) bumpSchedule(tk scaling.Tick, now float64) {
 // overridePass applies a new replica override at once, without a planner decision.
 func (r *run) overridePass() {
 	r.st.Ticks++
+	defer r.startTickSpan("override")("")
 	rec := TickRecord{Tick: r.st.Ticks, Kind: "override", At: r.now()}
 	r.observeInventory(&rec)
 	r.finishTick(&rec, scaling.Decision{})
@@ -615,7 +620,7 @@ func (r *run) startActivity(name, summary string, timeout time.Duration, attempt
 		// later tick).
 		opts.ScheduleToStartTimeout = hostScheduleToStart
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, opts), name, req)
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(r.activityContext(), opts), name, req)
 }
 
 // inventoryRead is an inventory observation under way: the virtual protocol's view at once,

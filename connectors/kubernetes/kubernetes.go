@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,6 +60,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/internal/tracing"
 	"github.com/llmplanner/planner/scaling"
 )
 
@@ -149,6 +151,8 @@ func New(cfg *rest.Config, o Options) (*Connector, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "planner"
 	}
+	// Each API call of a traced activity (observe, apply) gets a client span.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return tracing.Transport("kubernetes", rt) })
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes connector: %w", err)
