@@ -57,6 +57,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("rbac", testRBAC)
 	t.Run("fpm endpoints", testFPMEndpoints)
 	t.Run("role grants exactly the calls", testRoleIsExact)
+	t.Run("traced calls", testTracedCalls)
 }
 
 var nsCounter atomic.Int64
