@@ -49,7 +49,8 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "FPM subscribers, on each deployment's host task queue (planner-host/<namespace>/<name>); see")
 		fmt.Fprintln(stderr, "docs/deployments.md. The Temporal connection comes from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,")
 		fmt.Fprintln(stderr, "TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE, as for the temporal CLI")
-		fmt.Fprintln(stderr, "(default 127.0.0.1:7233, namespace default).")
+		fmt.Fprintln(stderr, "(default 127.0.0.1:7233, namespace default). Every tick is traced over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT")
+		fmt.Fprintln(stderr, "or OTEL_TRACES_EXPORTER=otlp is set (off by default; docs/tracing.md).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
