@@ -31,16 +31,13 @@ func (r *run) scheduledTickInline(tk scaling.Tick) {
 	next, dec, diag, err := r.decideInline(in)
 	if err != nil {
 		endDecide(err.Error())
-	} else {
-		endDecide("")
-	}
-	if err != nil {
 		rec.Notes = append(rec.Notes, "decide failed, holding: "+err.Error())
 		r.logger.Error("decide failed; holding", "error", err)
 		r.bumpSchedule(tk, now)
 		r.finishTick(&rec, scaling.Decision{})
 		return
 	}
+	endDecide("")
 	st.Core = &next
 	rec.Diagnostics = &diag
 	r.finishTick(&rec, dec)
