@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/local"
@@ -95,6 +96,22 @@ min_endpoint: 1
 	require.True(t, scaledUp, "a load tick decided scale_up")
 	require.True(t, scaledDown, "a load tick decided scale_down")
 	require.FileExists(t, filepath.Join(out, "report.html"))
+
+	// The demo's planner was started as `planner start` starts one: it is listed by its search
+	// attributes (visibility is eventually consistent: poll, bounded).
+	listed := ""
+	deadline := time.Now().Add(30 * time.Second)
+	for listed == "" && time.Now().Before(deadline) {
+		resp, err := srv.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: "default", Query: "PlannerDeployment='demo/llama' AND PlannerMode='disagg'"})
+		require.NoError(t, err)
+		if len(resp.GetExecutions()) > 0 {
+			listed = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	require.Equal(t, "planner/demo/llama", listed, "temporal workflow list --query \"PlannerDeployment='demo/llama'\" finds the demo's planner")
 
 	// Nothing is left running: every worker recorded in the local connector's state is gone.
 	var state struct {
