@@ -60,10 +60,11 @@ func TestDynamoGenerationsLoad(t *testing.T) {
 		require.Contains(t, warns[4], "line 16: ", "the first report key's line")
 		require.Contains(t, warns[4], "planner report --deployment NS/NAME")
 	})
-	t.Run("G3 PlannerConfig with aliases, nothing to warn about", func(t *testing.T) {
+	t.Run("G3 PlannerConfig with aliases: only its explicit report period is not acted on", func(t *testing.T) {
 		_, warns, err := LoadFile("testdata/good/dynamo_disagg_sla.yaml", nil)
 		require.NoError(t, err)
-		require.Empty(t, warns)
+		require.Equal(t, []string{"line 34: report_* is accepted for compatibility with Dynamo and ignored: no periodic report is written; 'planner report --deployment NS/NAME' writes a running planner's HTML report on demand"}, warns,
+			"report_interval_hours: 24 asks for Dynamo's daily report; live_dashboard_port: 0 turns the dashboard off, as here")
 	})
 	t.Run("the older load planner's options", func(t *testing.T) {
 		c, warns, err := LoadFile("testdata/good/dynamo_load_planner.yaml", nil)
@@ -188,4 +189,30 @@ func TestSubMillisecondSLAWarns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0.5, c.TTFTMs)
 	require.Equal(t, []string{"line 2: ttft: 0.5 is read as milliseconds (ttft_ms); Dynamo's early planner took seconds here: write 500 for 0.5 s"}, warns)
+}
+
+// TestCosmeticKeysWarnWhenGiven: a setting of Dynamo's own servers or report warns when the
+// file gives it, even at Dynamo's default, unless it turns the server or report off.
+func TestCosmeticKeysWarnWhenGiven(t *testing.T) {
+	tests := []struct{ doc, want string }{
+		{"control_api_port: 9086", "line 1: control_api_port is accepted for compatibility with Dynamo and ignored"},
+		{"control_api_port: 0", ""},
+		{"live_dashboard_port: 8080", "line 1: live_dashboard_port is accepted for compatibility with Dynamo and ignored"},
+		{"live_dashboard_port: 0", ""},
+		{"metric_reporting_prometheus_port: 0", ""},
+		{"report_write_gzip_log: true", "line 1: report_* is accepted"},
+		{"report_interval_hours: null\nreport_output_dir: /r", ""},
+		{"log_dir: null", ""},
+		{"log_dir: /var/log", "line 1: log_dir is accepted"},
+	}
+	for _, tt := range tests {
+		_, warns, err := Parse([]byte("optimization_target: sla\n"+tt.doc+"\n"), "inline", nil)
+		require.NoError(t, err, tt.doc)
+		if tt.want == "" {
+			require.Empty(t, warns, tt.doc)
+			continue
+		}
+		require.Len(t, warns, 1, tt.doc)
+		require.Contains(t, warns[0], strings.Replace(tt.want, "line 1", "line 2", 1), tt.doc)
+	}
 }

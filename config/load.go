@@ -153,7 +153,7 @@ func parse(data []byte, source string, isJSON bool, env LookupEnv) (Config, []st
 		}
 		return Config{}, nil, fmt.Errorf("planner config %s:\n%w", source, err)
 	}
-	for _, w := range cfg.warnings() {
+	for _, w := range cfg.warnings(func(key string) bool { return lines[key] > 0 }) {
 		line := 0
 		for _, k := range w.keys {
 			if l := lines[k]; l > 0 && (line == 0 || l < line) {
