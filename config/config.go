@@ -278,7 +278,8 @@ type Config struct {
 	TotalGPUPowerLimit *int `yaml:"total_gpu_power_limit" json:"total_gpu_power_limit,omitempty"`
 
 	// ReportIntervalHours is Dynamo's HTML report period; accepted for compatibility and
-	// ignored (the workflow keeps diagnostics; the simulator writes reports).
+	// ignored (the workflow keeps diagnostics; `planner report` writes a running planner's
+	// report on demand).
 	ReportIntervalHours *float64 `yaml:"report_interval_hours" json:"report_interval_hours,omitempty"`
 	// ReportOutputDir is where Dynamo writes reports; accepted and ignored.
 	ReportOutputDir string `yaml:"report_output_dir" json:"report_output_dir"`

@@ -66,7 +66,7 @@ func TestDefaultsMatchDynamo(t *testing.T) {
 
 func TestGoodFixtures(t *testing.T) {
 	t.Run("dynamo disagg sla with aliases", func(t *testing.T) {
-		c, err := LoadFile("testdata/good/dynamo_disagg_sla.yaml", nil)
+		c, _, err := LoadFile("testdata/good/dynamo_disagg_sla.yaml", nil)
 		require.NoError(t, err)
 		require.Equal(t, TargetSLA, c.OptimizationTarget)
 		require.Equal(t, 200.0, c.TTFTMs)
@@ -85,7 +85,7 @@ func TestGoodFixtures(t *testing.T) {
 		require.Empty(t, c.Warnings())
 	})
 	t.Run("dynamo agg latency, tab-indented JSON, no_operation", func(t *testing.T) {
-		c, err := LoadFile("testdata/good/dynamo_agg_latency.json", nil)
+		c, _, err := LoadFile("testdata/good/dynamo_agg_latency.json", nil)
 		require.NoError(t, err)
 		require.Equal(t, ModeAgg, c.Mode)
 		require.Equal(t, TargetLatency, c.OptimizationTarget)
@@ -97,7 +97,7 @@ func TestGoodFixtures(t *testing.T) {
 		require.Equal(t, []string{"load_metric_samples is accepted for compatibility with Dynamo and ignored: it belongs to Dynamo's older load planner; FPM retention is max_num_fpm_samples"}, c.Warnings())
 	})
 	t.Run("load target with the older planner's rules", func(t *testing.T) {
-		c, err := LoadFile("testdata/good/load_target.yaml", nil)
+		c, _, err := LoadFile("testdata/good/load_target.yaml", nil)
 		require.NoError(t, err)
 		require.Equal(t, 8192, *c.PrefillScaleUpQueueTokens)
 		require.Equal(t, 40.5, *c.DecodeScaleDownKVRate)
@@ -107,7 +107,7 @@ func TestGoodFixtures(t *testing.T) {
 		require.Equal(t, EnvLocal, c.Environment)
 	})
 	t.Run("interpolation sizing, integral float interval", func(t *testing.T) {
-		c, err := LoadFile("testdata/good/interpolation_sizing.yaml", nil)
+		c, _, err := LoadFile("testdata/good/interpolation_sizing.yaml", nil)
 		require.NoError(t, err)
 		require.Equal(t, SizingInterpolation, c.ThroughputSizing)
 		require.True(t, c.NoCorrection)
@@ -118,7 +118,7 @@ func TestGoodFixtures(t *testing.T) {
 		require.Equal(t, 5.0, c.ScaleInterval(), "gcd(5 s load interval, 180 s)")
 	})
 	t.Run("empty file is all defaults", func(t *testing.T) {
-		c, err := LoadFile("testdata/good/empty.yaml", nil)
+		c, _, err := LoadFile("testdata/good/empty.yaml", nil)
 		require.NoError(t, err)
 		want := Default()
 		want.Resolve()
@@ -163,6 +163,15 @@ line 3: itl_ms: must be > 0 (got -5)`,
 	"syntax.yaml":               `not valid YAML or JSON: line 2: mapping values are not allowed in this context`,
 	"unknown_key.yaml": `line 2: unknown key "ttft_msec" (did you mean "ttft_ms"?)
 line 3: unknown key "max_gpu_budgte" (did you mean "max_gpu_budget"?)`,
+	"legacy_refused.yaml": `line 2: min-gpu-budget: Dynamo's older load planner's minimum GPUs per worker type has no equivalent here (min_gpu_budget is a floor on the deployment's total GPUs): set min_endpoint, prefill_min_endpoint or decode_min_endpoint (replicas), or min_gpu_budget
+line 3: prefill-queue-scale-up-threshold: Dynamo's older load planner compared the requests waiting in its shared prefill queue; this planner's threshold is queued prefill tokens per engine, which has no conversion from it: set prefill_scale_up_queue_tokens with optimization_target "load" instead
+line 4: prefill_queue_scale_down_threshold: Dynamo's older load planner compared the requests waiting in its shared prefill queue; this planner's threshold is queued prefill tokens per engine, which has no conversion from it: set prefill_scale_down_queue_tokens with optimization_target "load" instead
+line 5: decode-kv-scale-up-threshold: want a KV-cache utilisation fraction within 0..1 (Dynamo's older load planner), got 90
+line 6: load-prediction-window-size: Dynamo's early planner predicted from this many recent samples; this planner has no equivalent (prophet_window_size is the prophet predictor's window, load_predictor_history_size caps every predictor's history): set one of those instead
+line 7: unknown key "max-gpu-budgte" (did you mean "max_gpu_budget"?)`,
+	"spelled_twice.yaml": `line 2: max_gpu_budget: given twice, as "max_gpu_budget" (line 1) and as its hyphenated spelling "max-gpu-budget"
+line 4: throughput_adjustment_interval_seconds: given twice, as "adjustment-interval" (line 3) and as its alias "throughput_adjustment_interval"
+line 5: decode_scale_up_kv_rate: given twice, as "decode_scale_up_kv_rate" (line 6) and as Dynamo's older option "decode-kv-scale-up-threshold"`,
 	"wrong_types.json": `line 2: ttft_ms: want a number, got string "fast"
 line 3: enable_load_scaling: want true or false, got string "yes"
 line 4: min_endpoint: want an integer, got 1.5
@@ -186,7 +195,7 @@ func TestBadFixtures(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("testdata/bad", name)
-			_, err := LoadFile(path, nil)
+			_, _, err := LoadFile(path, nil)
 			require.Error(t, err)
 			require.Equal(t, "planner config "+path+":\n"+badFixtures[name], err.Error())
 			var fe *FieldError
@@ -271,7 +280,7 @@ DYN_PLANNER_PROMETHEUS_REQUEST_TIMEOUT_SECONDS: must be a positive number of sec
 PLANNER_PROMETHEUS_PORT: must be a port number 0..65535, got "http"`)
 
 	// A file value wins over the environment default.
-	c, err = Parse([]byte("namespace: from-file\n"), "inline", envMap(map[string]string{EnvNamespace: "from-env"}))
+	c, _, err = Parse([]byte("namespace: from-file\n"), "inline", envMap(map[string]string{EnvNamespace: "from-env"}))
 	require.NoError(t, err)
 	require.Equal(t, "from-file", c.Namespace)
 }
@@ -301,31 +310,31 @@ func TestParseExtraQueryParams(t *testing.T) {
 }
 
 func TestLoadInlineJSONAndPaths(t *testing.T) {
-	c, err := Load(`{"optimization_target": "sla", "ttft": 150, "itl": 12}`, nil)
+	c, _, err := Load(`{"optimization_target": "sla", "ttft": 150, "itl": 12}`, nil)
 	require.NoError(t, err)
 	require.Equal(t, 150.0, c.TTFTMs)
 	require.Equal(t, 12.0, c.ITLMs)
 
-	_, err = Load(`{"optimization_target": "sla", "ttft": }`, nil)
+	_, _, err = Load(`{"optimization_target": "sla", "ttft": }`, nil)
 	require.EqualError(t, err, "planner config inline JSON:\nline 1: not valid JSON: invalid character '}' looking for beginning of value")
 
-	_, err = Load("testdata/does-not-exist.yaml", nil)
+	_, _, err = Load("testdata/does-not-exist.yaml", nil)
 	require.ErrorContains(t, err, "no such file or directory")
 
-	_, err = LoadFile("testdata", nil)
+	_, _, err = LoadFile("testdata", nil)
 	require.EqualError(t, err, "planner config testdata: is a directory, want a .yaml, .yml or .json file")
 
 	// A file with an unusual suffix is read as JSON or YAML, like Dynamo does.
 	dir := t.TempDir()
 	p := filepath.Join(dir, "planner.conf")
 	require.NoError(t, os.WriteFile(p, []byte("optimization_target: sla\nttft_ms: 99\n"), 0o600))
-	c, err = LoadFile(p, nil)
+	c, _, err = LoadFile(p, nil)
 	require.NoError(t, err)
 	require.Equal(t, 99.0, c.TTFTMs)
 
 	big := filepath.Join(dir, "big.yaml")
 	require.NoError(t, os.WriteFile(big, []byte(strings.Repeat("#", MaxFileBytes+1)), 0o600))
-	_, err = LoadFile(big, nil)
+	_, _, err = LoadFile(big, nil)
 	require.ErrorContains(t, err, "larger than the 1048576-byte limit")
 }
 
@@ -353,17 +362,17 @@ func TestCABundleMustExist(t *testing.T) {
 	c.Resolve()
 	require.NoError(t, c.Validate(), "Validate reads no file")
 	require.ErrorContains(t, c.CheckFiles(), "metric_pulling_prometheus_ca_bundle: must be a readable file")
-	_, err := Parse([]byte(`{"metric_pulling_prometheus_ca_bundle": "/nonexistent/ca.pem"}`), "inline", nil)
+	_, _, err := Parse([]byte(`{"metric_pulling_prometheus_ca_bundle": "/nonexistent/ca.pem"}`), "inline", nil)
 	require.ErrorContains(t, err, "line 1: metric_pulling_prometheus_ca_bundle: must be a readable file")
 }
 
 func TestConfigJSONRoundTrip(t *testing.T) {
 	for _, f := range []string{"dynamo_disagg_sla.yaml", "dynamo_agg_latency.json", "load_target.yaml", "interpolation_sizing.yaml"} {
-		c, err := LoadFile(filepath.Join("testdata/good", f), nil)
+		c, _, err := LoadFile(filepath.Join("testdata/good", f), nil)
 		require.NoError(t, err)
 		data, err := json.Marshal(c)
 		require.NoError(t, err)
-		back, err := Parse(data, f+" as JSON", nil)
+		back, _, err := Parse(data, f+" as JSON", nil)
 		require.NoError(t, err, f)
 		require.Equal(t, c, back, f)
 	}
@@ -381,7 +390,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"ttft": 1e308, "itl": 1e-308, "scheduling": {"scale_interval_seconds": 1e-9}}`))
 	f.Add([]byte("mode: &a disagg\nbackend: *a\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(data, "fuzz", nil)
+		c, _, err := Parse(data, "fuzz", nil)
 		if err != nil {
 			require.NotEmpty(t, err.Error())
 			return
@@ -391,7 +400,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			return // opaque sections (plugin_registration) may hold values JSON cannot encode
 		}
-		back, err := Parse(out, "fuzz round trip", nil)
+		back, _, err := Parse(out, "fuzz round trip", nil)
 		require.NoError(t, err)
 		require.Equal(t, c, back)
 	})

@@ -251,30 +251,52 @@ func (c *Config) CheckFootprint() error {
 // targets set under a threshold target (where they are unused), and Dynamo settings this
 // planner accepts for compatibility but does not act on, when they differ from the default.
 func (c *Config) Warnings() []string {
-	var w []string
+	ws := c.warnings(func(string) bool { return false })
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.text
+	}
+	return out
+}
+
+// warning is one of Warnings, with the keys it is about (for the loader's line numbers).
+type warning struct {
+	keys []string
+	text string
+}
+
+// warnings is Warnings; given(key) reports whether the source set key (the loader knows):
+// a setting of Dynamo's own servers or report given explicitly is warned about even at
+// Dynamo's default, unless it turns the server or report off.
+func (c *Config) warnings(given func(key string) bool) []warning {
+	var w []warning
 	if c.IsEasyMode() && (c.TTFTMs != DefaultTTFTMs || c.ITLMs != DefaultITLMs) {
-		w = append(w, fmt.Sprintf("ttft_ms/itl_ms are set but optimization_target %q does not use them (only sla does)", c.OptimizationTarget))
+		w = append(w, warning{[]string{"ttft_ms", "itl_ms"}, fmt.Sprintf("ttft_ms/itl_ms are set but optimization_target %q does not use them (only sla does)", c.OptimizationTarget)})
 	}
 	d := Default()
-	ignored := func(field, why string) {
-		w = append(w, fmt.Sprintf("%s is accepted for compatibility with Dynamo and ignored: %s", field, why))
+	ignored := func(field, why string, keys ...string) {
+		if len(keys) == 0 {
+			keys = []string{field}
+		}
+		w = append(w, warning{keys, fmt.Sprintf("%s is accepted for compatibility with Dynamo and ignored: %s", field, why)})
 	}
 	if c.LogDir != nil {
 		ignored("log_dir", "logs are structured records on stderr")
 	}
-	if c.ControlAPIPort != d.ControlAPIPort && c.ControlAPIPort != 0 {
+	if (c.ControlAPIPort != d.ControlAPIPort || given("control_api_port")) && c.ControlAPIPort != 0 {
 		ignored("control_api_port", "overrides go through Temporal updates and signals (docs/runbook.md)")
 	}
 	if c.MetricReportingPrometheusPort != 0 {
 		ignored("metric_reporting_prometheus_port", "the worker serves /metrics on its --metrics-address flag")
 	}
-	if c.LiveDashboardPort != d.LiveDashboardPort && c.LiveDashboardPort != 0 {
-		ignored("live_dashboard_port", "the Temporal Web UI shows each planner")
+	if (c.LiveDashboardPort != d.LiveDashboardPort || given("live_dashboard_port")) && c.LiveDashboardPort != 0 {
+		ignored("live_dashboard_port", "the Temporal Web UI shows each planner, and 'planner report' writes its HTML report on demand")
 	}
-	if c.ReportFilename != nil || c.ReportOutputDir != d.ReportOutputDir || !c.ReportWriteGzipLog ||
-		(c.ReportIntervalHours == nil) != (d.ReportIntervalHours == nil) ||
-		(c.ReportIntervalHours != nil && *c.ReportIntervalHours != *d.ReportIntervalHours) {
-		ignored("report_*", "diagnostics live in the workflow (query 'diagnostics'); 'planner simulate' writes reports")
+	reportGiven := given("report_interval_hours") || given("report_output_dir") || given("report_filename") || given("report_write_gzip_log")
+	if c.ReportIntervalHours != nil && (reportGiven || c.ReportFilename != nil || c.ReportOutputDir != d.ReportOutputDir ||
+		!c.ReportWriteGzipLog || *c.ReportIntervalHours != *d.ReportIntervalHours) {
+		ignored("report_*", "no periodic report is written; 'planner report --deployment NS/NAME' writes a running planner's HTML report on demand",
+			"report_interval_hours", "report_output_dir", "report_filename", "report_write_gzip_log")
 	}
 	if c.LoadMetricSamples != nil {
 		ignored("load_metric_samples", "it belongs to Dynamo's older load planner; FPM retention is max_num_fpm_samples")

@@ -19,15 +19,6 @@ import (
 // MaxFileBytes bounds a configuration file; anything larger is certainly not a planner config.
 const MaxFileBytes = 1 << 20
 
-// aliases maps Dynamo's alias keys to the canonical key (pydantic validation aliases).
-var aliases = map[string]string{
-	"ttft":                           "ttft_ms",
-	"itl":                            "itl_ms",
-	"throughput_adjustment_interval": "throughput_adjustment_interval_seconds",
-	"load_adjustment_interval":       "load_adjustment_interval_seconds",
-	"no_operation":                   "advisory",
-}
-
 // FieldError is one problem with one setting. Line is the 1-based line of the key in the
 // source when known, else 0.
 type FieldError struct {
@@ -82,60 +73,68 @@ func joinErrors(errs []error) error {
 // Load reads a configuration the way Dynamo's --config does: arg is a path to a .json,
 // .yaml or .yml file (any other suffix is read as JSON or YAML), or an inline JSON object.
 // Environment-backed defaults come from env (nil: none). The result is resolved (easy-mode
-// override, default scale interval) and validated; the error lists every problem.
-func Load(arg string, env LookupEnv) (Config, error) {
+// override, default scale interval) and validated; the error lists every problem. The
+// warnings (one line each) name the settings that loaded but are not acted on as Dynamo
+// would (see Parse); callers show them to the operator.
+func Load(arg string, env LookupEnv) (Config, []string, error) {
 	if s := strings.TrimSpace(arg); strings.HasPrefix(s, "{") {
 		return parse([]byte(s), "inline JSON", true, env)
 	}
 	return LoadFile(arg, env)
 }
 
-// LoadFile reads, resolves and validates a configuration file.
-func LoadFile(path string, env LookupEnv) (Config, error) {
+// LoadFile reads, resolves and validates a configuration file; see Load.
+func LoadFile(path string, env LookupEnv) (Config, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("planner config: %w", err)
+		return Config{}, nil, fmt.Errorf("planner config: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return Config{}, fmt.Errorf("planner config: %w", err)
+		return Config{}, nil, fmt.Errorf("planner config: %w", err)
 	}
 	if st.IsDir() {
-		return Config{}, fmt.Errorf("planner config %s: is a directory, want a .yaml, .yml or .json file", path)
+		return Config{}, nil, fmt.Errorf("planner config %s: is a directory, want a .yaml, .yml or .json file", path)
 	}
 	if st.Size() > MaxFileBytes {
-		return Config{}, fmt.Errorf("planner config %s: %d bytes is larger than the %d-byte limit", path, st.Size(), MaxFileBytes)
+		return Config{}, nil, fmt.Errorf("planner config %s: %d bytes is larger than the %d-byte limit", path, st.Size(), MaxFileBytes)
 	}
 	data := make([]byte, st.Size())
 	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
-		return Config{}, fmt.Errorf("planner config %s: %w", path, err)
+		return Config{}, nil, fmt.Errorf("planner config %s: %w", path, err)
 	}
 	return parse(data, path, strings.EqualFold(filepath.Ext(path), ".json"), env)
 }
 
-// Parse decodes a YAML or JSON configuration strictly (unknown keys, wrong types and
-// aliases given together with their canonical key are errors), lays it over the defaults,
-// resolves it and validates it. source names the input in error messages.
-func Parse(data []byte, source string, env LookupEnv) (Config, error) {
+// Parse decodes a YAML or JSON configuration strictly, lays it over the defaults, resolves
+// it and validates it. source names the input in messages.
+//
+// Top-level keys may be Dynamo's aliases or the argparse spelling with hyphens
+// (max-gpu-budget); the older planners' options are read as their current key where one
+// has the same meaning, and otherwise refused (when ignoring them would change what the
+// planner does) or ignored with a warning. Unknown keys, wrong types and one setting given
+// under two spellings are errors; an unknown key close to a known one names it. The
+// warnings are the older options read or ignored, and Config.Warnings.
+func Parse(data []byte, source string, env LookupEnv) (Config, []string, error) {
 	return parse(data, source, false, env)
 }
 
 // parse is Parse; isJSON makes JSON syntax errors (which YAML might read past) errors, as
 // Dynamo's json.loads would.
-func parse(data []byte, source string, isJSON bool, env LookupEnv) (Config, error) {
+func parse(data []byte, source string, isJSON bool, env LookupEnv) (Config, []string, error) {
 	if isJSON {
 		if err := checkJSONSyntax(data); err != nil {
-			return Config{}, fmt.Errorf("planner config %s:\n%w", source, err)
+			return Config{}, nil, fmt.Errorf("planner config %s:\n%w", source, err)
 		}
 	}
 	cfg, err := DefaultFromEnv(env)
 	if err != nil {
-		return Config{}, fmt.Errorf("planner config defaults from the environment: %w", err)
+		return Config{}, nil, fmt.Errorf("planner config defaults from the environment: %w", err)
 	}
-	lines, err := decodeInto(data, &cfg)
+	lines, warns, err := decodeInto(data, &cfg)
 	if err != nil {
-		return Config{}, fmt.Errorf("planner config %s:\n%w", source, err)
+		return Config{}, nil, fmt.Errorf("planner config %s:\n%w", source, err)
 	}
 	cfg.Resolve()
 	err = cfg.Validate()
@@ -152,9 +151,21 @@ func parse(data []byte, source string, isJSON bool, env LookupEnv) (Config, erro
 			}
 			sortByLine(es)
 		}
-		return Config{}, fmt.Errorf("planner config %s:\n%w", source, err)
+		return Config{}, nil, fmt.Errorf("planner config %s:\n%w", source, err)
 	}
-	return cfg, nil
+	for _, w := range cfg.warnings(func(key string) bool { return lines[key] > 0 }) {
+		line := 0
+		for _, k := range w.keys {
+			if l := lines[k]; l > 0 && (line == 0 || l < line) {
+				line = l
+			}
+		}
+		if line > 0 {
+			w.text = fmt.Sprintf("line %d: %s", line, w.text)
+		}
+		warns = append(warns, w.text)
+	}
+	return cfg, warns, nil
 }
 
 // checkJSONSyntax reports a JSON syntax error with its line.
@@ -173,60 +184,39 @@ func checkJSONSyntax(data []byte) error {
 }
 
 // decodeInto checks the document against Config's shape and decodes it over cfg. It returns
-// the source line of every key it saw, by field path, for later validation messages.
-func decodeInto(data []byte, cfg *Config) (map[string]int, error) {
+// the source line of every key it saw, by field path, for later validation messages, and
+// the warnings about older options.
+func decodeInto(data []byte, cfg *Config) (map[string]int, []string, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{{Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, nil, Errors{{Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
 	lines := map[string]int{}
 	if doc.Kind == 0 { // empty document: all defaults
-		return lines, nil
+		return lines, nil, nil
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return lines, nil
+		return lines, nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, Errors{{Line: root.Line, Msg: "want a mapping of planner settings at the top level, got " + describe(root)}}
+		return nil, nil, Errors{{Line: root.Line, Msg: "want a mapping of planner settings at the top level, got " + describe(root)}}
 	}
 	var errs Errors
-	renameAliases(root, &errs)
+	var warns []string
+	normaliseKeys(root, yamlFields(reflect.TypeOf(*cfg)), &errs, &warns)
 	check(root, reflect.TypeOf(*cfg), "", lines, &errs)
 	if len(errs) > 0 {
 		sortByLine(errs)
-		return nil, errs
+		return nil, nil, errs
 	}
 	if err := root.Decode(cfg); err != nil {
-		return nil, Errors{{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, nil, Errors{{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
-	return lines, nil
-}
-
-// renameAliases rewrites top-level alias keys to their canonical names, rejecting a key
-// given both ways.
-func renameAliases(m *yaml.Node, errs *Errors) {
-	seen := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		seen[m.Content[i].Value] = m.Content[i]
-	}
-	kept := m.Content[:0]
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		if canon, ok := aliases[k.Value]; ok {
-			if other, dup := seen[canon]; dup {
-				*errs = append(*errs, &FieldError{Line: k.Line, Field: canon,
-					Msg: fmt.Sprintf("given twice, as %q (line %d) and as its alias %q", canon, other.Line, k.Value)})
-				continue // drop the alias: one error, not a second "unknown key"
-			}
-			k.Value = canon
-		}
-		kept = append(kept, k, v)
-	}
-	m.Content = kept
+	return lines, warns, nil
 }
 
 // check walks node against type t, collecting every problem: unknown keys, null for a
@@ -291,7 +281,7 @@ func check(n *yaml.Node, t reflect.Type, path string, lines map[string]int, errs
 			f, ok := fields[k.Value]
 			if !ok {
 				msg := fmt.Sprintf("unknown key %q", k.Value)
-				if s := suggest(k.Value, fields); s != "" {
+				if s := suggest(k.Value, fields, path == ""); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				*errs = append(*errs, &FieldError{Line: k.Line, Field: path, Msg: msg})
@@ -368,14 +358,20 @@ func describe(n *yaml.Node) string {
 	return "an unsupported YAML node"
 }
 
-// suggest returns the known key closest to an unknown one, if it is close enough to be a typo.
-func suggest(key string, fields map[string]reflect.StructField) string {
+// suggest returns the known key closest to an unknown one, if it is close enough to be a
+// typo (at most 3 edits, hyphens read as underscores). At the top level the aliases and the
+// older options are candidates too.
+func suggest(key string, fields map[string]reflect.StructField, topLevel bool) string {
 	best, bestD := "", 4
-	names := make([]string, 0, len(fields)+len(aliases))
+	names := make([]string, 0, len(fields)+len(aliases)+len(legacyOptions))
 	for k := range fields {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	if topLevel {
+		names = append(names, topLevelNames()...)
+	}
+	key = strings.ReplaceAll(key, "-", "_")
 	for _, k := range names {
 		if d := levenshtein(key, k); d < bestD {
 			best, bestD = k, d

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -95,6 +96,8 @@ type HostedDeployment struct {
 	id workflows.Deployment
 	// plannerConfig is the loaded PlannerConfig (nil when not set).
 	plannerConfig *config.Config
+	// configWarnings are the warnings of loading PlannerConfig.
+	configWarnings []string
 }
 
 // ID is the deployment's identity.
@@ -102,6 +105,20 @@ func (d HostedDeployment) ID() workflows.Deployment { return d.id }
 
 // Config is the planner configuration the worker starts the planner with (nil: none).
 func (d HostedDeployment) Config() *config.Config { return d.plannerConfig }
+
+// ConfigWarnings are the warnings of loading the planner configuration (config.Load's):
+// settings accepted but not acted on as Dynamo would, and older options read or ignored.
+func (d HostedDeployment) ConfigWarnings() []string { return d.configWarnings }
+
+// LogWarnings logs every deployment's planner configuration warnings, one record each, so
+// an operator sees them where the worker runs.
+func (df *DeploymentsFile) LogWarnings(logger *slog.Logger) {
+	for _, d := range df.Deployments {
+		for _, w := range d.configWarnings {
+			logger.Warn("planner config setting not acted on as Dynamo would", "deployment", d.Deployment, "planner_config", d.PlannerConfig, "warning", w)
+		}
+	}
+}
 
 // ConnectorSpec selects and configures the connector.
 type ConnectorSpec struct {
@@ -355,7 +372,8 @@ func (d *HostedDeployment) resolve(dir string, env config.LookupEnv) []error {
 	}
 	if d.PlannerConfig != "" {
 		path(&d.PlannerConfig)
-		cfg, err := config.LoadFile(d.PlannerConfig, env)
+		cfg, warnings, err := config.LoadFile(d.PlannerConfig, env)
+		d.configWarnings = warnings
 		switch {
 		case err != nil:
 			add("planner_config: %w", err)

@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,4 +166,35 @@ func TestScrapeIntervalDefault(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultScrapeInterval, df.Deployments[0].Traffic.Scrape.Interval, "the default scrape interval")
 	require.Equal(t, 2*time.Second, DefaultScrapeInterval)
+}
+
+// TestDeploymentsFileLogsConfigWarnings: the warnings of loading a deployment's planner
+// config (older options, settings not acted on) are kept and logged by the worker.
+func TestDeploymentsFileLogsConfigWarnings(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "planner.yaml"), []byte(`
+mode: decode
+environment: noop
+optimization_target: latency
+metric-pulling-interval: 1
+control_api_port: 9100
+`), 0o644))
+	df, err := ParseDeployments([]byte("deployments:\n  - {deployment: a/b, planner_config: planner.yaml, connector: {kind: noop}}\n"), dir, noEnv)
+	require.NoError(t, err)
+	warns := df.Deployments[0].ConfigWarnings()
+	require.Len(t, warns, 2)
+	require.Contains(t, warns[0], "line 5: metric-pulling-interval: ignored")
+	require.Contains(t, warns[1], "line 6: control_api_port is accepted for compatibility with Dynamo and ignored")
+
+	var buf bytes.Buffer
+	df.LogWarnings(slog.New(slog.NewJSONHandler(&buf, nil)))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2)
+	for i, l := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec))
+		require.Equal(t, "WARN", rec["level"])
+		require.Equal(t, "a/b", rec["deployment"])
+		require.Equal(t, warns[i], rec["warning"])
+	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestWithoutSecrets(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	cfg, _, err := config.Parse([]byte(`
 mode: decode
 environment: noop
 optimization_target: throughput

@@ -104,6 +104,7 @@ func (r *run) observeAll(tk scaling.Tick, rec *TickRecord) scaling.Input {
 			in.Traffic = res.Traffic
 			if t := res.Traffic; t != nil && (t.TTFTMs != nil || t.ITLMs != nil) {
 				r.observed = &observedLatency{TTFTMs: t.TTFTMs, ITLMs: t.ITLMs, At: r.now()}
+				rec.ObservedTTFTMs, rec.ObservedITLMs = t.TTFTMs, t.ITLMs
 			}
 		}
 	}

@@ -298,6 +298,11 @@ type TickRecord struct {
 	Applied connectors.Targets `json:"applied"`
 	// DecisionID is the decision the tick made (0: none).
 	DecisionID int64 `json:"decision_id,omitempty"`
+	// ObservedTTFTMs and ObservedITLMs are the frontend's mean latencies over the traffic
+	// window the tick read (nil: no window read, or the source does not report them), for
+	// the diagnostics query and `planner report` beside the estimates.
+	ObservedTTFTMs *float64 `json:"observed_ttft_ms,omitempty"`
+	ObservedITLMs  *float64 `json:"observed_itl_ms,omitempty"`
 	// Notes explain guards and connector outcomes.
 	Notes []string `json:"notes,omitempty"`
 	At    float64  `json:"at"`

@@ -519,6 +519,9 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 			rec.Notes = append(rec.Notes, "traffic unreadable: "+errorText(err))
 		} else {
 			in.Traffic = tr
+			if tr != nil {
+				rec.ObservedTTFTMs, rec.ObservedITLMs = tr.TTFTMs, tr.ITLMs
+			}
 		}
 	}
 	in.Capabilities = st.Capabilities

@@ -458,7 +458,7 @@ func (d *demo) plannerConfig(profileDir string) (config.Config, error) {
 			return config.Config{}, err
 		}
 	}
-	cfg, err := config.Load(src, func(string) (string, bool) { return "", false })
+	cfg, _, err := config.Load(src, func(string) (string, bool) { return "", false })
 	if err != nil {
 		return config.Config{}, err
 	}

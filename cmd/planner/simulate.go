@@ -228,7 +228,7 @@ func (o simulateOptions) selectPolicies(sc *evaluate.Scenario, baselines map[str
 // adHocScenario is the scenario of --trace and --config: the config's SLAs and budget, a
 // 0.9 goodput target and a 60 s startup delay.
 func adHocScenario(trace, cfgFile string) (*evaluate.Scenario, error) {
-	cfg, err := config.LoadFile(cfgFile, func(string) (string, bool) { return "", false })
+	cfg, _, err := config.LoadFile(cfgFile, func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, err
 	}

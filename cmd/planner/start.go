@@ -53,7 +53,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(*file, os.LookupEnv)
+	cfg, warnings, err := config.Load(*file, os.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *initialPrefill > maxInitialReplicas || *initialDecode > maxInitialReplicas {
 		return fmt.Errorf("--initial-prefill and --initial-decode: at most %d replicas", maxInitialReplicas)
 	}
-	for _, w := range cfg.Warnings() {
+	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	opts, err := worker.ClientOptions(nil, nil)

@@ -41,14 +41,14 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return errUsage
 	}
-	cfg, err := config.Load(*file, os.LookupEnv)
+	cfg, warnings, err := config.Load(*file, os.LookupEnv)
 	if err != nil {
 		return err
 	}
 	if err := cfg.CheckFootprint(); err != nil {
 		return fmt.Errorf("planner config %s: %w", describeSource(*file), err)
 	}
-	for _, w := range cfg.Warnings() {
+	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	var profile *perf.Profile

@@ -38,7 +38,17 @@ func TestValidateCommand(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "inline JSON: valid")
 	require.Contains(t, out, "profile: prefill ../../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1/prefill_raw_data.npz")
-	require.Contains(t, errOut, "warning: log_dir is accepted for compatibility with Dynamo and ignored")
+	require.Contains(t, errOut, "warning: line 1: log_dir is accepted for compatibility with Dynamo and ignored")
+
+	// The older load planner's options: mapped, ignored with a warning, or refused.
+	code, out, errOut = runCLI("validate", "-f", "../../config/testdata/good/dynamo_load_planner.yaml")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "dynamo_load_planner.yaml: valid")
+	require.Contains(t, errOut, "warning: line 11: metric-pulling-interval: ignored")
+	require.Contains(t, errOut, "warning: line 13: decode-kv-scale-up-threshold: Dynamo's older load planner's KV-cache utilisation fraction 0.9 is read as decode_scale_up_kv_rate 90 (percent)")
+	code, _, errOut = runCLI("validate", "-f", "../../config/testdata/bad/legacy_refused.yaml")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "line 2: min-gpu-budget: Dynamo's older load planner's minimum GPUs per worker type has no equivalent here")
 
 	code, _, errOut = runCLI("validate", "-f", `{"optimization_target": "sla", "profile_results_dir": "/nonexistent"}`, "--check-profile")
 	require.Equal(t, 1, code)

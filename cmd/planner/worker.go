@@ -81,6 +81,7 @@ func runWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		df.LogWarnings(logger)
 		if hosts, err = worker.OpenHosts(ctx, df, worker.HostOptions{Logger: logger}); err != nil {
 			return err
 		}

@@ -140,7 +140,7 @@ func Deployment(i int) workflows.Deployment {
 func PlannerConfig(interval time.Duration) (config.Config, error) {
 	js := fmt.Sprintf(`{"mode": "decode", "environment": "noop", "optimization_target": "throughput", "load_adjustment_interval_seconds": %d, "max_gpu_budget": 8}`,
 		int(interval/time.Second))
-	cfg, err := config.Load(js, func(string) (string, bool) { return "", false })
+	cfg, _, err := config.Load(js, func(string) (string, bool) { return "", false })
 	if err != nil {
 		return config.Config{}, fmt.Errorf("scale-test planner config: %w", err)
 	}

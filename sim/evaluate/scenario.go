@@ -318,7 +318,7 @@ func (sc *Scenario) PolicyConfig(p PolicySpec) (config.Config, error) {
 		}
 		src, text = path, string(data)
 	}
-	cfg, err := config.Parse([]byte(text), src, func(string) (string, bool) { return "", false })
+	cfg, _, err := config.Parse([]byte(text), src, func(string) (string, bool) { return "", false })
 	if err != nil {
 		return config.Config{}, fmt.Errorf("%w: policy %s: %w", ErrInvalidScenario, p.Name, err)
 	}
