@@ -41,8 +41,20 @@ type Result struct {
 
 // liveWaiter is the completion state of one Live request.
 type liveWaiter struct {
-	ch  chan Result
-	res Result
+	ch      chan Result
+	res     Result
+	onToken func(time.Time)
+}
+
+// SubmitOptions are the optional settings of a request submitted with SubmitWith.
+type SubmitOptions struct {
+	// CachedTokens is the request's prefix-cache hit (see Request.CachedTokens).
+	CachedTokens int
+	// OnToken, if set, is called with the time of every output token as it is produced
+	// (the first, the intermediate ones and the last), in order, from the runner
+	// goroutine with the runner's lock held: it must return quickly and must not call
+	// the Live.
+	OnToken func(time.Time)
 }
 
 // Live runs an Engine in real time in its own goroutine: it waits for work, runs a pass
@@ -114,6 +126,11 @@ func (l *Live) wallTime(s float64) time.Time {
 // returned channel receives its Result once. Errors are the Engine's (ErrDraining after
 // Drain, ErrInvalidRequest, ErrTooLong) and ErrStopped after Stop.
 func (l *Live) Submit(isl, osl int) (<-chan Result, error) {
+	return l.SubmitWith(isl, osl, SubmitOptions{})
+}
+
+// SubmitWith is Submit with options: a prefix-cache hit and a per-token callback.
+func (l *Live) SubmitWith(isl, osl int, opts SubmitOptions) (<-chan Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.eng.Draining() {
@@ -123,11 +140,13 @@ func (l *Live) Submit(isl, osl int) (<-chan Result, error) {
 		return nil, ErrStopped
 	}
 	id := l.nextID
-	if err := l.eng.Submit(Request{ID: id, ISL: isl, OSL: osl, Arrival: l.engineTime(l.now())}); err != nil {
+	req := Request{ID: id, ISL: isl, OSL: osl, Arrival: l.engineTime(l.now()),
+		CachedTokens: opts.CachedTokens, TokenEvents: opts.OnToken != nil}
+	if err := l.eng.Submit(req); err != nil {
 		return nil, err
 	}
 	l.nextID++
-	w := &liveWaiter{ch: make(chan Result, 1)}
+	w := &liveWaiter{ch: make(chan Result, 1), onToken: opts.OnToken}
 	l.waiters[id] = w
 	select {
 	case l.wake <- struct{}{}:
@@ -222,12 +241,23 @@ func (l *Live) deliver(events []Event) {
 		if w == nil {
 			continue
 		}
+		t := l.wallTime(ev.Time)
 		switch ev.Kind {
 		case EventFirstToken:
-			w.res.FirstToken = l.wallTime(ev.Time)
+			w.res.FirstToken = t
 			w.res.HandoffDelay = time.Duration(ev.HandoffDelay * float64(time.Second))
+			if w.onToken != nil {
+				w.onToken(t)
+			}
+		case EventToken:
+			if w.onToken != nil {
+				w.onToken(t)
+			}
 		case EventFinished:
-			w.res.Finished = l.wallTime(ev.Time)
+			if w.onToken != nil && !t.Equal(w.res.FirstToken) {
+				w.onToken(t) // the last token, unless it was the first
+			}
+			w.res.Finished = t
 			w.ch <- w.res
 			delete(l.waiters, ev.ID)
 		}
