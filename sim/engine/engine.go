@@ -126,10 +126,10 @@ type seq struct {
 	id        uint64
 	arrival   float64
 	isl, osl  int
-	seqLen    int // tokens known: prompt + tokens generated so far
-	computed  int // tokens whose KV is computed
-	generated int // output tokens produced (including the prefill engine's, on decode)
-	blocks    int // KV blocks held
+	seqLen    int  // tokens known: prompt + tokens generated so far
+	computed  int  // tokens whose KV is computed
+	generated int  // output tokens produced (including the prefill engine's, on decode)
+	blocks    int  // KV blocks held
 	tokens    bool // emit EventToken
 }
 

@@ -362,11 +362,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, chat bool) {
 		if chat {
 			writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "chat.completion", "created": created, "model": s.opts.Model,
 				"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "length"}},
-				"usage": usage})
+				"usage":   usage})
 		} else {
 			writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": created, "model": s.opts.Model,
 				"choices": []any{map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": "length"}},
-				"usage": usage})
+				"usage":   usage})
 		}
 		return
 	}
