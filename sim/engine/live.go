@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -68,6 +69,8 @@ type Live struct {
 	sleep  func(ctx context.Context, d time.Duration) error
 	onPass func(Pass)
 	epoch  time.Time
+	// lastEnd is the engine time the last pass ended (runner goroutine only).
+	lastEnd float64
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -194,9 +197,11 @@ func (l *Live) Stop(ctx context.Context) error {
 func (l *Live) run() {
 	defer close(l.done)
 	defer l.failPending()
+	chained := false // the previous pass ended with work left: the next one follows it at once
 	for {
 		l.mu.Lock()
 		if l.eng.Idle() {
+			chained = false
 			draining := l.eng.Draining()
 			l.mu.Unlock()
 			if draining {
@@ -215,7 +220,16 @@ func (l *Live) run() {
 		}
 		// Only this goroutine calls Step, so pass.Events stays valid until the next
 		// iteration even though the lock is released.
-		pass, _ := l.eng.Step(l.engineTime(l.now()))
+		// A busy engine runs its passes back to back on the model clock: the next pass
+		// starts when the previous one ended, not when this goroutine woke up, so
+		// scheduling latency (a loaded machine) delays the delivery of a pass's events
+		// but never accumulates into the engine's timeline.
+		now := l.engineTime(l.now())
+		if chained {
+			now = math.Min(now, l.lastEnd)
+		}
+		pass, _ := l.eng.Step(now)
+		l.lastEnd, chained = pass.End(), true
 		l.mu.Unlock()
 		if d := l.wallTime(pass.End()).Sub(l.now()); d > 0 {
 			if err := l.sleep(l.ctx, d); err != nil {
