@@ -14,8 +14,10 @@
 //     OSL. All requests of a point share one prompt that a warm-up request put in the
 //     prefix cache, so they decode without piggy-backed prefill; the ITL is measured on a
 //     sample of streamed requests in the steady window (every request decoding, none
-//     finished) and the median over the sample is kept, labelled with the mean context of
-//     the measured tokens.
+//     finished) and the median over the sample is kept. Prompts are context − OSL/2
+//     tokens long (OSL here: the decode-sweep output tokens), so the measured tokens'
+//     mean context is within a few tokens of the point's context; points are labelled,
+//     as Dynamo's, with the grid context and KV usage = in-flight × context / capacity.
 //
 // Each option's points are saved in Dir/raw as they are measured, so a run that is
 // interrupted and started again measures only the missing points. Selection is Dynamo's:

@@ -77,7 +77,7 @@ func (o *OptionResult) decodeProfile() *perf.DecodeProfile {
 	d := &perf.DecodeProfile{MaxKVTokens: o.MaxKVTokens}
 	for _, r := range o.Decode {
 		d.KVUsage = append(d.KVUsage, round4(r.KVUsage))
-		d.ContextLength = append(d.ContextLength, math.Round(r.Context))
+		d.ContextLength = append(d.ContextLength, float64(r.Nominal))
 		d.ITLMs = append(d.ITLMs, r.ITLMs)
 		d.ThroughputPerGPU = append(d.ThroughputPerGPU, r.ThroughputPerGPU)
 	}

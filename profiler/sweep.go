@@ -248,8 +248,11 @@ type DecodeResult struct {
 	N       int `json:"n"`
 	// ISL is the prompt length sent.
 	ISL int `json:"isl"`
-	// Context is the mean context length over the measured tokens; KVUsage is
-	// N × Context / max KV tokens.
+	// Context is the mean context length over the measured tokens (informational: it is
+	// within a few tokens of Nominal, since the prompt is Nominal − OSL/2 tokens long);
+	// KVUsage is N × Nominal / max KV tokens. The profile is labelled with Nominal and
+	// KVUsage, as Dynamo's: every point of a context row has the same context, which the
+	// planner's nearest-point fill outside the points' hull relies on.
 	Context float64 `json:"context"`
 	KVUsage float64 `json:"kv_usage"`
 	// ITLMs is the median, over the streamed requests, of their mean inter-token gap in the
@@ -333,9 +336,26 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // piggy-backed prefill. The first n − s run non-streamed; once they are all written, s
 // streamed ones follow. The steady window runs from the last streamed first token to the
 // first completion of any request; a streamed request's ITL is its mean gap in the window.
+//
+// When the window is empty (the requests took longer to send than the first ones took to
+// finish) the point is measured again with twice the output tokens, up to three times.
 func (r *runner) measureDecode(ctx context.Context, c *client, p decodePoint, maxKV int64, gpus int) (DecodeResult, error) {
-	res := DecodeResult{Nominal: p.Context, N: p.N}
 	osl := r.cfg.DecodeTokens
+	for attempt := 0; ; attempt++ {
+		res, err := r.measureDecodeOnce(ctx, c, p, maxKV, gpus, osl)
+		if !errors.Is(err, errNoWindow) || attempt == 2 {
+			return res, err
+		}
+		osl *= 2
+		fmt.Fprintf(r.cfg.Progress, "decode context %d, %d in flight: no steady window, measuring again with %d output tokens\n", p.Context, p.N, osl)
+	}
+}
+
+// errNoWindow: no streamed request had tokens while every request was decoding.
+var errNoWindow = errors.New("no steady window (every request decoding)")
+
+func (r *runner) measureDecodeOnce(ctx context.Context, c *client, p decodePoint, maxKV int64, gpus, osl int) (DecodeResult, error) {
+	res := DecodeResult{Nominal: p.Context, N: p.N}
 	isl := max(1, p.Context-osl/2)
 	res.ISL = isl
 	text := prompt(r.nonce(), isl)
@@ -404,13 +424,13 @@ func (r *runner) measureDecode(ctx context.Context, c *client, p decodePoint, ma
 		gaps += last - first
 	}
 	if len(itls) == 0 {
-		return res, fmt.Errorf("decode context %d, %d in flight: no steady window (every request decoding): raise --decode-tokens above %d",
-			p.Context, p.N, osl)
+		return res, fmt.Errorf("decode context %d, %d in flight: %w with %d output tokens: raise --decode-tokens",
+			p.Context, p.N, errNoWindow, osl)
 	}
 	res.ITLMs = median(itls)
 	res.Gaps = gaps
 	res.Context = float64(isl) + median(idx)
-	res.KVUsage = math.Min(1, float64(p.N)*res.Context/float64(maxKV))
+	res.KVUsage = math.Min(1, float64(p.N)*float64(p.Context)/float64(maxKV))
 	res.ThroughputPerGPU = float64(p.N) / (res.ITLMs / 1000) / float64(gpus)
 	return res, nil
 }
