@@ -41,6 +41,13 @@ type runner struct {
 	total          int // points of the options resolved so far, plus estimates
 	resolved       int // points of the options resolved so far
 	optionsPending int
+
+	// Per kind of point (0 prefill, 1 decode), for the ETA: points expected (resolved
+	// options plus estimates), points done, points measured and the time they took.
+	kindTotal, kindDone, kindMeasured [2]int
+	kindTime                          [2]time.Duration
+	resolvedKind                      [2]int
+	lastPoint                         time.Time
 }
 
 func (r *runner) nonce() string {
@@ -126,16 +133,31 @@ func (r *runner) saveRaw(name, sig string, or *OptionResult) error {
 	return nil
 }
 
-// progress prints one line per point with the run's ETA.
-func (r *runner) progress(opt, what string) {
+// progress prints one line per point with the run's ETA: the points left of each kind
+// times the mean time of the points of that kind measured so far (of any kind while none
+// of it was measured).
+func (r *runner) progress(opt, what string, kind int, reused bool) {
 	r.done++
-	elapsed := time.Since(r.start)
-	measured := r.done - r.reused
+	r.kindDone[kind]++
+	now := time.Now()
+	if !reused {
+		r.kindMeasured[kind]++
+		r.kindTime[kind] += now.Sub(r.lastPoint)
+	}
+	r.lastPoint = now
+	elapsed := now.Sub(r.start)
+	allTime, allMeasured := r.kindTime[0]+r.kindTime[1], r.kindMeasured[0]+r.kindMeasured[1]
 	eta := "?"
-	if measured > 0 && r.total > r.done {
-		eta = fmtDuration(time.Duration(float64(elapsed) / float64(measured) * float64(r.total-r.done)))
-	} else if r.total <= r.done {
-		eta = "0:00"
+	if allMeasured > 0 {
+		var left time.Duration
+		for k := range 2 {
+			avg := allTime / time.Duration(allMeasured)
+			if r.kindMeasured[k] > 0 {
+				avg = r.kindTime[k] / time.Duration(r.kindMeasured[k])
+			}
+			left += avg * time.Duration(max(0, r.kindTotal[k]-r.kindDone[k]))
+		}
+		eta = fmtDuration(left)
 	}
 	const width = 20
 	filled := min(width, width*r.done/max(1, r.total))
@@ -186,6 +208,11 @@ func (r *runner) profileOption(ctx context.Context, o Option) (*OptionResult, er
 	n := len(islGrid) + len(dGrid)
 	r.resolved += n
 	r.total = r.resolved + (r.optionsPending-1)*n // options not started yet: as many points as this one
+	r.resolvedKind[0] += len(islGrid)
+	r.resolvedKind[1] += len(dGrid)
+	r.kindTotal[0] = r.resolvedKind[0] + (r.optionsPending-1)*len(islGrid)
+	r.kindTotal[1] = r.resolvedKind[1] + (r.optionsPending-1)*len(dGrid)
+	r.lastPoint = time.Now() // starting an engine is not a point's time
 	fmt.Fprintf(r.cfg.Progress, "%s: %s model %q, context limit %d, KV capacity %d tokens, %d GPU(s): %d prefill + %d decode points\n",
 		o.Name, c.base, c.model, maxCtx, maxKV, o.GPUs, len(islGrid), len(dGrid))
 
@@ -214,7 +241,7 @@ func (r *runner) profileOption(ctx context.Context, o Option) (*OptionResult, er
 		if err := r.saveRaw(o.Name, sig, or); err != nil {
 			return nil, err
 		}
-		r.progress(o.Name, fmt.Sprintf("prefill isl=%d ttft=%.1fms", pr.ISL, pr.TTFTMs))
+		r.progress(o.Name, fmt.Sprintf("prefill isl=%d ttft=%.1fms", pr.ISL, pr.TTFTMs), 0, found)
 	}
 	or.Decode = []DecodeResult{}
 	for _, p := range dGrid {
@@ -236,7 +263,7 @@ func (r *runner) profileOption(ctx context.Context, o Option) (*OptionResult, er
 		if err := r.saveRaw(o.Name, sig, or); err != nil {
 			return nil, err
 		}
-		r.progress(o.Name, fmt.Sprintf("decode ctx=%d n=%d itl=%.1fms", p.Context, p.N, dr.ITLMs))
+		r.progress(o.Name, fmt.Sprintf("decode ctx=%d n=%d itl=%.1fms", p.Context, p.N, dr.ITLMs), 1, found)
 	}
 	return or, nil
 }
