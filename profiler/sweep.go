@@ -72,8 +72,9 @@ type Config struct {
 	DecodeTokens int
 	// Warmup is the number of unmeasured requests before each prefill point (default 1).
 	Warmup int
-	// Repetitions is the number of measured requests of each prefill point; the median
-	// TTFT is kept (default 3).
+	// Repetitions is the number of measured requests of each prefill point, extended up to
+	// three times as many while their spread exceeds MaxSpread; the median TTFT is kept
+	// (default 5).
 	Repetitions int
 	// StreamSample is the number of streamed requests of a decode point whose token
 	// times are measured; the others run non-streamed (default 16).
@@ -104,7 +105,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Warmup = 1
 	}
 	if c.Repetitions == 0 {
-		c.Repetitions = 3
+		c.Repetitions = 5
 	}
 	if c.StreamSample == 0 {
 		c.StreamSample = 16
@@ -304,7 +305,7 @@ func prompt(tag string, n int) string {
 func (r *runner) measurePrefill(ctx context.Context, c *client, isl, gpus int) (PrefillResult, error) {
 	res := PrefillResult{Requested: isl}
 	var islSeen []float64
-	for i := range r.cfg.Warmup + r.cfg.Repetitions {
+	for i := 0; i < r.cfg.Warmup+r.cfg.Repetitions || r.noisy(res.TTFTsMs); i++ {
 		out, err := c.complete(ctx, prompt(r.nonce(), isl), 1, true, nil)
 		if err != nil {
 			return res, fmt.Errorf("prefill isl %d: %w", isl, err)
@@ -330,6 +331,21 @@ func (r *runner) measurePrefill(ctx context.Context, c *client, isl, gpus int) (
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// MaxSpread is the spread, (max − min) / median, above which a prefill point's repetitions
+// are extended (up to three times as many) before the median is taken: a loaded client or
+// server only ever adds time, so a wide spread means some repetitions were disturbed.
+const MaxSpread = 0.1
+
+// noisy reports whether the prefill repetitions so far are spread more than MaxSpread and
+// may be extended.
+func (r *runner) noisy(v []float64) bool {
+	if len(v) < r.cfg.Repetitions || len(v) >= 3*r.cfg.Repetitions {
+		return false
+	}
+	m := median(v)
+	return (slices.Max(v)-slices.Min(v))/m > MaxSpread
+}
 
 // measureDecode measures one decode point: a warm-up request puts the shared prompt in the
 // prefix cache, then n requests with that prompt run together, so they decode without

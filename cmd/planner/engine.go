@@ -18,8 +18,6 @@ import (
 	"github.com/llmplanner/planner/sim/engineapi"
 	"github.com/llmplanner/planner/sim/fpmpub"
 	"github.com/llmplanner/planner/sim/openai"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func init() {
@@ -202,7 +200,7 @@ func (s *engineServer) mux() *http.ServeMux {
 	if s.openai != nil {
 		s.openai.Register(mux)
 	}
-	mux.Handle("GET /metrics", s.metricsHandler())
+	mux.Handle("GET /metrics", openai.MetricsHandler(s.live, s.cfg))
 	return mux
 }
 
@@ -251,25 +249,4 @@ func (s *engineServer) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		// The client went away; the engine still runs the request to completion.
 	}
-}
-
-// metricsHandler serves vLLM-style engine metrics: vllm:cache_config_info (the KV
-// capacity, which `planner profile` reads), the running and waiting requests and the KV
-// cache usage.
-func (s *engineServer) metricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the KV cache config."},
-		[]string{"block_size", "num_gpu_blocks"})
-	info.WithLabelValues(fmt.Sprint(s.cfg.BlockSize), fmt.Sprint(s.cfg.NumGPUBlocks)).Set(1)
-	reg.MustRegister(info,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:num_requests_running", Help: "Requests running."},
-			func() float64 { return float64(s.live.Load().Running) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:num_requests_waiting", Help: "Requests waiting."},
-			func() float64 { return float64(s.live.Load().Waiting) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:kv_cache_usage_perc", Help: "KV cache usage (1 = full)."},
-			func() float64 {
-				l := s.live.Load()
-				return float64(l.KVBlocksUsed) / float64(max(1, l.KVBlocksTotal))
-			}))
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

@@ -107,7 +107,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&cfg.DecodeGranularity, "decode-granularity", 6, "context lengths and in-flight steps of the decode sweep")
 	fs.IntVar(&cfg.DecodeTokens, "decode-tokens", 80, "output tokens of each decode-sweep request (the measurement window)")
 	fs.IntVar(&cfg.Warmup, "warmup", 1, "unmeasured requests before each prefill point")
-	fs.IntVar(&cfg.Repetitions, "repetitions", 3, "measured requests of each prefill point (the median is kept)")
+	fs.IntVar(&cfg.Repetitions, "repetitions", 5, "measured requests of each prefill point (the median is kept; up to 3x more while they spread over 10%)")
 	fs.IntVar(&cfg.StreamSample, "stream-sample", 16, "streamed (measured) requests of each decode point; the others run non-streamed")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", profiler.MaxInFlight, "cap on the in-flight requests of a decode point")
 	fs.StringVar(&cfg.Dir, "out", "profiling_results", "output directory (measured points in out/raw are reused by a restarted run)")
