@@ -127,6 +127,61 @@ func (c *client) kvCapacity(ctx context.Context) int64 {
 	return 0
 }
 
+// runningMetrics are the engine metrics of the requests running, by engine: vLLM's and
+// SGLang's.
+var runningMetrics = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
+
+// running reads the number of requests the engine is running from its Prometheus metrics
+// (the sum over the series of the first of runningMetrics present); ok is false when the
+// metrics have none.
+func (c *client) running(ctx context.Context) (n float64, ok bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, false
+	}
+	for _, name := range runningMetrics {
+		fam, found := families[name]
+		if !found {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			n += m.GetGauge().GetValue()
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// waitRunning polls the engine's metrics until it runs at least n requests, for at most
+// timeout; it returns at once when the metrics do not report running requests.
+func (c *client) waitRunning(ctx context.Context, n int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		got, ok := c.running(ctx)
+		if !ok || got >= float64(n) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // completion is the outcome of one request.
 type completion struct {
 	// Sent is when the request was written; Tokens the arrival times of the streamed
