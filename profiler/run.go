@@ -148,7 +148,9 @@ func (r *runner) progress(opt, what string, kind int, reused bool) {
 	elapsed := now.Sub(r.start)
 	allTime, allMeasured := r.kindTime[0]+r.kindTime[1], r.kindMeasured[0]+r.kindMeasured[1]
 	eta := "?"
-	if allMeasured > 0 {
+	if r.done >= r.total {
+		eta = "0:00"
+	} else if allMeasured > 0 {
 		var left time.Duration
 		for k := range 2 {
 			avg := allTime / time.Duration(allMeasured)
