@@ -59,10 +59,11 @@ type SubmitOptions struct {
 }
 
 // Live runs an Engine in real time in its own goroutine: it waits for work, runs a pass
-// starting now, sleeps until the pass ends, calls OnPass and delivers the first-token and
-// completion times to the requests. Engine time is seconds since the runner started. It is
-// the only part of the package that reads a clock. Submit, Drain, Load and Stop are safe
-// for concurrent use.
+// starting now (or, while the engine stays busy, when the previous pass ended, so that
+// wake-up latency does not accumulate), sleeps until the pass ends, calls OnPass and
+// delivers the first-token, token and completion times to the requests. Engine time is
+// seconds since the runner started. It is the only part of the package that reads a
+// clock. Submit, SubmitWith, Drain, Load and Stop are safe for concurrent use.
 type Live struct {
 	eng    *Engine
 	now    func() time.Time
