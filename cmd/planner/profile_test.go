@@ -48,7 +48,8 @@ func TestProfileFlags(t *testing.T) {
 }
 
 // planner profile against a simulated engine on loopback, then planner validate on what it
-// wrote: the production path from a measured endpoint to a config the planner accepts.
+// wrote: the production path from a measured endpoint (chat completions) to a config the
+// planner accepts.
 func TestProfileCommand(t *testing.T) {
 	code, _, errOut := runCLI("profile")
 	require.Equal(t, 2, code)
@@ -85,7 +86,7 @@ func TestProfileCommand(t *testing.T) {
 	out := t.TempDir()
 	code, stdout, errOut := runCLI("profile", "--endpoint", "tp1="+hs.URL+",gpus=1", "--isl", "2000", "--osl", "500",
 		"--ttft", "200", "--itl", "20", "--prefill-isls", "100,1117,2134,3151", "--decode-contexts", "2997,5644",
-		"--decode-granularity", "2", "--repetitions", "1", "--decode-tokens", "40", "--out", out)
+		"--decode-granularity", "2", "--repetitions", "1", "--decode-tokens", "40", "--chat", "--out", out)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, errOut, "ETA")
 	require.Contains(t, stdout, "recommended: prefill tp1")
