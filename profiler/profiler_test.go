@@ -243,6 +243,10 @@ func TestRunErrors(t *testing.T) {
 		{name: "duplicate names", edit: func(c *Config) {
 			c.Options = []Option{{Name: "a", URL: url, GPUs: 1}, {Name: "a", URL: url, GPUs: 1}}
 		}, wantMsg: "used twice"},
+		{name: "decode context beyond the context limit", edit: func(c *Config) {
+			c.Options = []Option{{Name: "a", URL: url, GPUs: 1}}
+			c.PrefillISLs, c.DecodeContexts = []int{100, 200, 300, 400}, []int{20000}
+		}, wantMsg: "decode context 20000"},
 		{name: "bad SLA", edit: func(c *Config) {
 			c.Options = []Option{{Name: "a", URL: url, GPUs: 1}}
 			c.ITLMs = math.NaN()

@@ -206,6 +206,12 @@ func (r *runner) profileOption(ctx context.Context, o Option) (*OptionResult, er
 	if len(islGrid) == 0 {
 		islGrid = prefillGrid(maxCtx, r.cfg.PrefillGranularity)
 	}
+	for _, c := range r.cfg.DecodeContexts {
+		if c <= r.cfg.DecodeTokens/2 || c+r.cfg.DecodeTokens/2 > maxCtx {
+			return nil, fmt.Errorf("profiler: option %q: decode context %d: want (%d, %d] (decode tokens %d, context limit %d)",
+				o.Name, c, r.cfg.DecodeTokens/2, maxCtx-r.cfg.DecodeTokens/2, r.cfg.DecodeTokens, maxCtx)
+		}
+	}
 	dGrid := decodeGrid(maxCtx, r.cfg.OSL, r.cfg.DecodeGranularity, maxKV, r.cfg.DecodeContexts, r.cfg.MaxInFlight)
 	n := len(islGrid) + len(dGrid)
 	r.resolved += n

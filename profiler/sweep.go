@@ -70,7 +70,8 @@ type Config struct {
 	// DecodeTokens is the number of output tokens each decode-sweep request generates
 	// (the measurement window; default 80).
 	DecodeTokens int
-	// Warmup is the number of unmeasured requests before each prefill point (default 1).
+	// Warmup is the number of unmeasured requests before each prefill point (0: the
+	// default, 1; negative: none).
 	Warmup int
 	// Repetitions is the number of measured requests of each prefill point, extended up to
 	// three times as many while their spread exceeds MaxSpread; the median TTFT is kept
@@ -101,8 +102,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DecodeTokens == 0 {
 		c.DecodeTokens = 80
 	}
-	if c.Warmup == 0 {
+	switch {
+	case c.Warmup == 0:
 		c.Warmup = 1
+	case c.Warmup < 0:
+		c.Warmup = 0
 	}
 	if c.Repetitions == 0 {
 		c.Repetitions = 5
@@ -169,9 +173,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Dir == "" {
 		bad("an output directory is required")
-	}
-	if c.Warmup < 0 {
-		c.Warmup = 0
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("profiler: invalid config: %w", errors.Join(errs...))

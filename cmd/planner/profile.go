@@ -134,6 +134,9 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.DecodeContexts, err = intList(*ctxs); err != nil {
 		return fmt.Errorf("--decode-contexts %w", err)
 	}
+	if cfg.Warmup == 0 {
+		cfg.Warmup = -1 // the flag's 0 means none; the library's 0 means its default
+	}
 	cfg.Progress = stderr
 	res, err := profiler.Run(ctx, cfg)
 	if res != nil {
