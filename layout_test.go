@@ -10,7 +10,7 @@ import (
 )
 
 // pureDirs are the packages that must never depend on Temporal (DESIGN.md, "Layout").
-var pureDirs = []string{"config", "perf", "predict", "scaling", "observe", "connectors", "sim"}
+var pureDirs = []string{"config", "perf", "predict", "scaling", "observe", "connectors", "sim", "profiler"}
 
 func TestPurePackagesDoNotImportTemporal(t *testing.T) {
 	var patterns []string

@@ -17,6 +17,7 @@ import (
 	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/sim/engineapi"
 	"github.com/llmplanner/planner/sim/fpmpub"
+	"github.com/llmplanner/planner/sim/openai"
 )
 
 func init() {
@@ -42,11 +43,16 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	maxSeqs := fs.Int("max-num-seqs", engine.DefaultMaxNumSeqs, "max_num_seqs")
 	maxTokens := fs.Int("max-num-batched-tokens", engine.DefaultMaxNumBatchedTokens, "max_num_batched_tokens")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	model := fs.String("model", "nvidia/Llama-3.1-8B-Instruct-FP8", "served model name of the OpenAI API (aggregated role)")
+	maxModelLen := fs.Int("max-model-len", 16384, "context limit in tokens of the OpenAI API (prompt + max_tokens), reported by /v1/models")
+	tp := fs.Int("tp", 1, "tensor parallelism: scale the timing model to this many GPUs (engine.TensorParallelTiming; docs/profiling.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner engine --role prefill|decode|aggregated --name N --fpm-endpoint tcp://... [flags]")
 		fmt.Fprintln(stderr, "\nA GPU-free engine: continuous batching, chunked prefill, KV blocks with preemption, pass times")
 		fmt.Fprintln(stderr, "from a measured profile. It publishes one FPM per pass (and a heartbeat when idle) like Dynamo's")
 		fmt.Fprintln(stderr, "engines, and drains on SIGTERM: no new requests, in-flight ones finish, then it exits.")
+		fmt.Fprintln(stderr, "An aggregated engine also speaks the OpenAI API (/v1/completions, /v1/chat/completions, streaming,")
+		fmt.Fprintln(stderr, "/v1/models) and serves vLLM-style /metrics (vllm:cache_config_info), for `planner profile`.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *role == "" || *name == "" || *fpmEndpoint == "" {
@@ -72,6 +78,14 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *maxModelLen < 2 || *maxModelLen > 1<<20 {
+		return fmt.Errorf("--max-model-len %d: must be in [2, %d]", *maxModelLen, 1<<20)
+	}
+	if *tp != 1 {
+		if timing, err = engine.NewTensorParallelTiming(timing, *tp); err != nil {
+			return err
+		}
+	}
 	eng, err := engine.New(cfg, timing)
 	if err != nil {
 		return err
@@ -86,7 +100,14 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *listen, err)
 	}
-	s := &engineServer{name: *name, role: *role, live: live, logger: logger}
+	s := &engineServer{name: *name, role: *role, live: live, logger: logger, cfg: eng.Config()}
+	if s.role == engineapi.RoleAggregated {
+		s.openai, err = openai.New(live, openai.Options{Model: *model, MaxModelLen: *maxModelLen,
+			BlockSize: s.cfg.BlockSize, CacheBlocks: s.cfg.NumGPUBlocks, Logger: logger})
+		if err != nil {
+			return err
+		}
+	}
 	s.url = "http://" + ln.Addr().String()
 	srv := &http.Server{Handler: s.mux(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -155,6 +176,8 @@ type engineServer struct {
 	live            *engine.Live
 	logger          *slog.Logger
 	ready, draining atomic.Bool
+	cfg             engine.Config
+	openai          *openai.Server // nil unless aggregated
 }
 
 func (s *engineServer) mux() *http.ServeMux {
@@ -174,6 +197,10 @@ func (s *engineServer) mux() *http.ServeMux {
 		_ = json.NewEncoder(w).Encode(s.live.Load())
 	})
 	mux.HandleFunc("POST "+engineapi.PathGenerate, s.serveGenerate)
+	if s.openai != nil {
+		s.openai.Register(mux)
+	}
+	mux.Handle("GET /metrics", openai.MetricsHandler(s.live, s.cfg))
 	return mux
 }
 

@@ -32,6 +32,16 @@ type Request struct {
 	// Arrival is the submission time in seconds on the caller's clock. The engine only
 	// carries it into the request's events.
 	Arrival float64
+	// CachedTokens is the number of leading prompt tokens whose KV is already available
+	// when the request is admitted (a prefix-cache hit, decided by the caller): they are
+	// not computed again, so they cost no prefill time, but they still hold KV blocks and
+	// count as the batch's cached tokens in the prefill timing. 0 ≤ CachedTokens < ISL;
+	// ignored on a decode engine. A preempted request recomputes its whole sequence.
+	CachedTokens int
+	// TokenEvents asks for an EventToken for every output token after the first except
+	// the last (which has EventFinished), so a caller can stream the tokens as they are
+	// produced. Off, a request costs no per-token event.
+	TokenEvents bool
 }
 
 // EventKind is the kind of an Event.
@@ -45,6 +55,9 @@ const (
 	// EventFinished: the request produced its last token (on a prefill engine, its first
 	// token) and left the engine.
 	EventFinished
+	// EventToken: the request produced an output token other than its first and its last
+	// (only for requests submitted with TokenEvents).
+	EventToken
 )
 
 // String returns the kind's name.
@@ -54,13 +67,15 @@ func (k EventKind) String() string {
 		return "first_token"
 	case EventFinished:
 		return "finished"
+	case EventToken:
+		return "token"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
 
 // Event is something that happened to a request at the end of a pass. Per-token events
-// are not emitted: a caller derives the mean ITL of a request as
-// (finish − first token)/(OSL − 1).
+// are only emitted for requests submitted with TokenEvents; otherwise a caller derives
+// the mean ITL of a request as (finish − first token)/(OSL − 1).
 type Event struct {
 	// Kind is what happened.
 	Kind EventKind
@@ -111,10 +126,11 @@ type seq struct {
 	id        uint64
 	arrival   float64
 	isl, osl  int
-	seqLen    int // tokens known: prompt + tokens generated so far
-	computed  int // tokens whose KV is computed
-	generated int // output tokens produced (including the prefill engine's, on decode)
-	blocks    int // KV blocks held
+	seqLen    int  // tokens known: prompt + tokens generated so far
+	computed  int  // tokens whose KV is computed
+	generated int  // output tokens produced (including the prefill engine's, on decode)
+	blocks    int  // KV blocks held
+	tokens    bool // emit EventToken
 }
 
 // queued reports whether a waiting request counts as a queued decode (it already has
@@ -247,6 +263,8 @@ func (e *Engine) Submit(r Request) error {
 		return fmt.Errorf("%w: request %d: osl %d must be ≥ %d on a %s engine", ErrInvalidRequest, r.ID, r.OSL, minOSL, e.cfg.Role)
 	case math.IsNaN(r.Arrival) || math.IsInf(r.Arrival, 0):
 		return fmt.Errorf("%w: request %d: arrival %v must be finite", ErrInvalidRequest, r.ID, r.Arrival)
+	case r.CachedTokens < 0 || r.CachedTokens >= r.ISL:
+		return fmt.Errorf("%w: request %d: cached tokens %d must be in [0, isl %d)", ErrInvalidRequest, r.ID, r.CachedTokens, r.ISL)
 	}
 	// Peak KV: the prompt on a prefill engine; the prompt and every generated token but
 	// the last (which is sampled, never fed back) otherwise.
@@ -266,7 +284,7 @@ func (e *Engine) Submit(r Request) error {
 			ErrTooLong, r.ID, peak, e.cfg.MaxNumBatchedTokens)
 	}
 	s := e.newSeq()
-	*s = seq{id: r.ID, arrival: r.Arrival, isl: r.ISL, osl: r.OSL, seqLen: r.ISL}
+	*s = seq{id: r.ID, arrival: r.Arrival, isl: r.ISL, osl: r.OSL, seqLen: r.ISL, computed: r.CachedTokens, tokens: r.TokenEvents}
 	if e.cfg.Role == RoleDecode {
 		s.generated, s.seqLen, s.computed = 1, r.ISL+1, r.ISL
 	}
@@ -475,6 +493,9 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 		if s.generated == 1 {
 			e.events = append(e.events, Event{Kind: EventFirstToken, ID: s.id, Arrival: s.arrival, Time: end,
 				HandoffDelay: e.handoffDelay(s.isl)})
+		}
+		if s.generated > 1 && s.tokens && s.generated < s.osl {
+			e.events = append(e.events, Event{Kind: EventToken, ID: s.id, Arrival: s.arrival, Time: end})
 		}
 		if e.cfg.Role == RolePrefill || s.generated >= s.osl {
 			e.events = append(e.events, Event{Kind: EventFinished, ID: s.id, Arrival: s.arrival, Time: end})

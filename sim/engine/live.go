@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -41,21 +42,36 @@ type Result struct {
 
 // liveWaiter is the completion state of one Live request.
 type liveWaiter struct {
-	ch  chan Result
-	res Result
+	ch      chan Result
+	res     Result
+	onToken func(time.Time)
+}
+
+// SubmitOptions are the optional settings of a request submitted with SubmitWith.
+type SubmitOptions struct {
+	// CachedTokens is the request's prefix-cache hit (see Request.CachedTokens).
+	CachedTokens int
+	// OnToken, if set, is called with the time of every output token as it is produced
+	// (the first, the intermediate ones and the last), in order, from the runner
+	// goroutine with the runner's lock held: it must return quickly and must not call
+	// the Live.
+	OnToken func(time.Time)
 }
 
 // Live runs an Engine in real time in its own goroutine: it waits for work, runs a pass
-// starting now, sleeps until the pass ends, calls OnPass and delivers the first-token and
-// completion times to the requests. Engine time is seconds since the runner started. It is
-// the only part of the package that reads a clock. Submit, Drain, Load and Stop are safe
-// for concurrent use.
+// starting now (or, while the engine stays busy, when the previous pass ended, so that
+// wake-up latency does not accumulate), sleeps until the pass ends, calls OnPass and
+// delivers the first-token, token and completion times to the requests. Engine time is
+// seconds since the runner started. It is the only part of the package that reads a
+// clock. Submit, SubmitWith, Drain, Load and Stop are safe for concurrent use.
 type Live struct {
 	eng    *Engine
 	now    func() time.Time
 	sleep  func(ctx context.Context, d time.Duration) error
 	onPass func(Pass)
 	epoch  time.Time
+	// lastEnd is the engine time the last pass ended (runner goroutine only).
+	lastEnd float64
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -114,6 +130,11 @@ func (l *Live) wallTime(s float64) time.Time {
 // returned channel receives its Result once. Errors are the Engine's (ErrDraining after
 // Drain, ErrInvalidRequest, ErrTooLong) and ErrStopped after Stop.
 func (l *Live) Submit(isl, osl int) (<-chan Result, error) {
+	return l.SubmitWith(isl, osl, SubmitOptions{})
+}
+
+// SubmitWith is Submit with options: a prefix-cache hit and a per-token callback.
+func (l *Live) SubmitWith(isl, osl int, opts SubmitOptions) (<-chan Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.eng.Draining() {
@@ -123,11 +144,13 @@ func (l *Live) Submit(isl, osl int) (<-chan Result, error) {
 		return nil, ErrStopped
 	}
 	id := l.nextID
-	if err := l.eng.Submit(Request{ID: id, ISL: isl, OSL: osl, Arrival: l.engineTime(l.now())}); err != nil {
+	req := Request{ID: id, ISL: isl, OSL: osl, Arrival: l.engineTime(l.now()),
+		CachedTokens: opts.CachedTokens, TokenEvents: opts.OnToken != nil}
+	if err := l.eng.Submit(req); err != nil {
 		return nil, err
 	}
 	l.nextID++
-	w := &liveWaiter{ch: make(chan Result, 1)}
+	w := &liveWaiter{ch: make(chan Result, 1), onToken: opts.OnToken}
 	l.waiters[id] = w
 	select {
 	case l.wake <- struct{}{}:
@@ -175,9 +198,11 @@ func (l *Live) Stop(ctx context.Context) error {
 func (l *Live) run() {
 	defer close(l.done)
 	defer l.failPending()
+	chained := false // the previous pass ended with work left: the next one follows it at once
 	for {
 		l.mu.Lock()
 		if l.eng.Idle() {
+			chained = false
 			draining := l.eng.Draining()
 			l.mu.Unlock()
 			if draining {
@@ -196,7 +221,16 @@ func (l *Live) run() {
 		}
 		// Only this goroutine calls Step, so pass.Events stays valid until the next
 		// iteration even though the lock is released.
-		pass, _ := l.eng.Step(l.engineTime(l.now()))
+		// A busy engine runs its passes back to back on the model clock: the next pass
+		// starts when the previous one ended, not when this goroutine woke up, so
+		// scheduling latency (a loaded machine) delays the delivery of a pass's events
+		// but never accumulates into the engine's timeline.
+		now := l.engineTime(l.now())
+		if chained {
+			now = math.Min(now, l.lastEnd)
+		}
+		pass, _ := l.eng.Step(now)
+		l.lastEnd, chained = pass.End(), true
 		l.mu.Unlock()
 		if d := l.wallTime(pass.End()).Sub(l.now()); d > 0 {
 			if err := l.sleep(l.ctx, d); err != nil {
@@ -222,12 +256,23 @@ func (l *Live) deliver(events []Event) {
 		if w == nil {
 			continue
 		}
+		t := l.wallTime(ev.Time)
 		switch ev.Kind {
 		case EventFirstToken:
-			w.res.FirstToken = l.wallTime(ev.Time)
+			w.res.FirstToken = t
 			w.res.HandoffDelay = time.Duration(ev.HandoffDelay * float64(time.Second))
+			if w.onToken != nil {
+				w.onToken(t)
+			}
+		case EventToken:
+			if w.onToken != nil {
+				w.onToken(t)
+			}
 		case EventFinished:
-			w.res.Finished = l.wallTime(ev.Time)
+			if w.onToken != nil && !t.Equal(w.res.FirstToken) {
+				w.onToken(t) // the last token, unless it was the first
+			}
+			w.res.Finished = t
 			w.ch <- w.res
 			delete(l.waiters, ev.ID)
 		}

@@ -209,3 +209,72 @@ func (p PolynomialTiming) DecodeMs(b DecodeBatch) float64 {
 	}
 	return math.Max(MinDecodeMs, p.DecodeA*u*u+p.DecodeB*u+p.DecodeC)
 }
+
+// Efficiencies of the tensor-parallel scaling of TensorParallelTiming.
+const (
+	// TPPrefillEfficiency is the fraction of the ideal N-fold prefill speed-up a
+	// tensor-parallel engine of N GPUs gets (compute-bound, some all-reduce overhead).
+	TPPrefillEfficiency = 0.9
+	// TPDecodeEfficiency is the fraction of the ideal N-fold decode speed-up at the same
+	// KV-cache usage fraction (memory-bound, all-reduce latency on every layer).
+	TPDecodeEfficiency = 0.6
+)
+
+// TensorParallelTiming is a synthetic, documented scaling of a one-GPU timing model to a
+// tensor-parallel engine of TP GPUs, for testing what the profiler picks between
+// parallelism options; it is not a measurement of real hardware. With N = TP:
+//
+//	KV capacity   = N × the base model's (the weights are split, the KV cache grows)
+//	prefill_ms    = base prefill_ms(batch) / (N × TPPrefillEfficiency)
+//	decode_ms     = base decode_ms(batch at the same KV usage fraction) / (N × TPDecodeEfficiency)
+//
+// "The same KV usage fraction": the base model sees the batch's KV tokens (and blocks)
+// divided by N, i.e. the fraction of its own capacity the batch fills on the larger one.
+// So prefill throughput per GPU is 0.9× the base's (a TP1 engine is better per GPU when
+// the TTFT target allows it) while decode gets 1.2× the base's throughput per GPU and a
+// lower ITL floor.
+type TensorParallelTiming struct {
+	base Timing
+	tp   int
+}
+
+// NewTensorParallelTiming scales base to tp GPUs (1 ≤ tp ≤ 64); tp = 1 returns base's
+// behaviour unchanged.
+func NewTensorParallelTiming(base Timing, tp int) (*TensorParallelTiming, error) {
+	if base == nil {
+		return nil, errors.New("engine: tensor-parallel timing: nil base timing")
+	}
+	if tp < 1 || tp > 64 {
+		return nil, fmt.Errorf("engine: tensor-parallel timing: tp %d must be in [1, 64]", tp)
+	}
+	return &TensorParallelTiming{base: base, tp: tp}, nil
+}
+
+func (t *TensorParallelTiming) speedup(eff float64) float64 {
+	if t.tp == 1 {
+		return 1
+	}
+	return float64(t.tp) * eff
+}
+
+// PrefillMs implements Timing.
+func (t *TensorParallelTiming) PrefillMs(b PrefillBatch) float64 {
+	return t.base.PrefillMs(b) / t.speedup(TPPrefillEfficiency)
+}
+
+// DecodeMs implements Timing.
+func (t *TensorParallelTiming) DecodeMs(b DecodeBatch) float64 {
+	b.ActiveKVTokens /= t.tp
+	b.ActiveBlocks /= t.tp
+	b.TotalBlocks /= t.tp
+	return math.Max(MinDecodeMs, t.base.DecodeMs(b)/t.speedup(TPDecodeEfficiency))
+}
+
+// KVCapacityTokens implements KVCapacity: tp × the base's capacity (0 when the base does
+// not know its capacity, so the engine uses its default).
+func (t *TensorParallelTiming) KVCapacityTokens() int {
+	if c, ok := t.base.(KVCapacity); ok {
+		return c.KVCapacityTokens() * t.tp
+	}
+	return 0
+}

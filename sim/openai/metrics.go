@@ -1,0 +1,33 @@
+package openai
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/llmplanner/planner/sim/engine"
+)
+
+// MetricsHandler serves vLLM-style engine metrics for live, an engine built with cfg (its
+// resolved Config): vllm:cache_config_info (block_size and num_gpu_blocks labels, the KV
+// capacity `planner profile` reads), vllm:num_requests_running, vllm:num_requests_waiting
+// and vllm:kv_cache_usage_perc.
+func MetricsHandler(live *engine.Live, cfg engine.Config) http.Handler {
+	reg := prometheus.NewRegistry()
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the KV cache config."},
+		[]string{"block_size", "num_gpu_blocks"})
+	info.WithLabelValues(fmt.Sprint(cfg.BlockSize), fmt.Sprint(cfg.NumGPUBlocks)).Set(1)
+	reg.MustRegister(info,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:num_requests_running", Help: "Requests running."},
+			func() float64 { return float64(live.Load().Running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:num_requests_waiting", Help: "Requests waiting."},
+			func() float64 { return float64(live.Load().Waiting) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:kv_cache_usage_perc", Help: "KV cache usage (1 = full)."},
+			func() float64 {
+				l := live.Load()
+				return float64(l.KVBlocksUsed) / float64(max(1, l.KVBlocksTotal))
+			}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
