@@ -109,8 +109,9 @@ func TestProfileReproducesSource(t *testing.T) {
 	// The outputs: a profile perf loads, a config the planner accepts, a report with plots.
 	got, err := perf.LoadProfile(dir)
 	require.NoError(t, err)
-	_, err = config.Load(filepath.Join(dir, ConfigFile), func(string) (string, bool) { return "", false })
+	_, warnings, err := config.Load(filepath.Join(dir, ConfigFile), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
+	require.Empty(t, warnings)
 	html, err := os.ReadFile(filepath.Join(dir, ReportFile))
 	require.NoError(t, err)
 	require.Contains(t, string(html), "<svg")
