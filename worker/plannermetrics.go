@@ -380,10 +380,22 @@ func (p *plannerMetrics) apply(id string, v workflows.StateView) {
 			set(name, *x)
 		}
 	}
-	setPtr("dynamo_planner_estimated_ttft_ms", d.EstimatedTTFTMs)
-	setPtr("dynamo_planner_estimated_itl_ms", d.EstimatedITLMs)
-	setPtr("dynamo_planner_engine_prefill_capacity_requests_per_second", d.EngineRPSPrefill)
-	setPtr("dynamo_planner_engine_decode_capacity_requests_per_second", d.EngineRPSDecode)
+	// What the loop that ran could not compute (a perf model not ready, capabilities not
+	// reported) is NaN, as Dynamo's unset values: never zero, never a stale value.
+	if d.RanLoad {
+		set("dynamo_planner_estimated_ttft_ms", valueOrNaN(d.EstimatedTTFTMs))
+		set("dynamo_planner_estimated_itl_ms", valueOrNaN(d.EstimatedITLMs))
+	} else {
+		setPtr("dynamo_planner_estimated_ttft_ms", d.EstimatedTTFTMs)
+		setPtr("dynamo_planner_estimated_itl_ms", d.EstimatedITLMs)
+	}
+	if d.RanThroughput {
+		set("dynamo_planner_engine_prefill_capacity_requests_per_second", valueOrNaN(d.EngineRPSPrefill))
+		set("dynamo_planner_engine_decode_capacity_requests_per_second", valueOrNaN(d.EngineRPSDecode))
+	} else {
+		setPtr("dynamo_planner_engine_prefill_capacity_requests_per_second", d.EngineRPSPrefill)
+		setPtr("dynamo_planner_engine_decode_capacity_requests_per_second", d.EngineRPSDecode)
+	}
 	if d.RanThroughput || d.PredictedNumReq != nil {
 		setPtr("dynamo_planner_predicted_input_sequence_tokens", d.PredictedISL)
 		setPtr("dynamo_planner_predicted_output_sequence_tokens", d.PredictedOSL)
