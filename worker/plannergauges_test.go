@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -189,4 +190,22 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, deployment string,
 	}
 	t.Fatalf("no series %s%v for %s", name, labels, deployment)
 	return 0
+}
+
+// TestPlannerRefreshAtTickStart: a tick's start makes the worker read the planner's state;
+// a planner the query finds closed loses its series without waiting for the TTL or the
+// periodic refresh.
+func TestPlannerRefreshAtTickStart(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p, reg := newTestPlanners(&now)
+	p.refresh = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx, fakeQuerier{views: map[string]workflows.StateView{}}, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p.TickStarted(workflows.Deployment{Namespace: "ns", Name: "ended"}, 3, now)
+	require.Eventually(t, func() bool {
+		n, err := testutil.GatherAndCount(reg)
+		return err == nil && n == 0 && !p.gauges.known("planner/ns/ended")
+	}, 10*time.Second, 10*time.Millisecond)
 }

@@ -12,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/time/rate"
 
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
@@ -29,6 +30,10 @@ const (
 	maxConcurrentRefresh = 4
 	// maxTrackedTicks bounds the tick start and due times kept per planner.
 	maxTrackedTicks = 8
+	// DefaultPlannerQueriesPerSecond bounds the state queries a worker sends (with 1,000
+	// planners the server, not the worker, is the bottleneck: docs/scale.md). A tick-start
+	// read over the budget is skipped; the periodic refresh waits for its turn.
+	DefaultPlannerQueriesPerSecond = 20
 )
 
 // plannerMetrics computes the planner series on the worker, from two sources that add
@@ -48,6 +53,7 @@ type plannerMetrics struct {
 	gauges  *plannerGauges
 	now     func() time.Time
 	refresh time.Duration
+	limit   *rate.Limiter
 	wake    chan string
 
 	mu     sync.Mutex
@@ -69,6 +75,7 @@ type plannerTrack struct {
 
 func newPlannerMetrics(g *plannerGauges, now func() time.Time) *plannerMetrics {
 	return &plannerMetrics{gauges: g, now: now, refresh: DefaultPlannerRefreshInterval, wake: make(chan string, 256),
+		limit:  rate.NewLimiter(DefaultPlannerQueriesPerSecond, DefaultPlannerQueriesPerSecond),
 		tracks: map[string]*plannerTrack{}}
 }
 
@@ -212,14 +219,21 @@ func (q clientQuerier) plannerState(ctx context.Context, id string) (workflows.S
 
 // run refreshes the planners' series until ctx ends: at each tick's start (TickStarted) and
 // every refresh interval for every planner with series here, at most maxConcurrentRefresh
-// queries at once and one per planner.
+// queries at once, one per planner, and DefaultPlannerQueriesPerSecond.
 func (p *plannerMetrics) run(ctx context.Context, q stateQuerier, logger *slog.Logger) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := make(chan struct{}, maxConcurrentRefresh)
 	var mu sync.Mutex
 	inflight := map[string]bool{}
-	refresh := func(id string) {
+	refresh := func(id string, wait bool) {
+		if wait {
+			if p.limit.Wait(ctx) != nil {
+				return
+			}
+		} else if !p.limit.Allow() {
+			return
+		}
 		mu.Lock()
 		busy := inflight[id]
 		inflight[id] = true
@@ -250,10 +264,10 @@ func (p *plannerMetrics) run(ctx context.Context, q stateQuerier, logger *slog.L
 		case <-ctx.Done():
 			return
 		case id := <-p.wake:
-			refresh(id)
+			refresh(id, false)
 		case <-ticker.C:
 			for _, id := range p.gauges.list() {
-				refresh(id)
+				refresh(id, true)
 			}
 		}
 	}
