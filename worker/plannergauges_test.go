@@ -201,7 +201,10 @@ func TestPlannerRefreshAtTickStart(t *testing.T) {
 	p.refresh = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.run(ctx, fakeQuerier{views: map[string]workflows.StateView{}}, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		defer close(done)
+		p.run(ctx, fakeQuerier{views: map[string]workflows.StateView{}}, slog.New(slog.DiscardHandler))
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	p.TickStarted(workflows.Deployment{Namespace: "ns", Name: "ended"}, 3, now)
 	require.Eventually(t, func() bool {
