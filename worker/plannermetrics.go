@@ -67,6 +67,9 @@ type plannerTrack struct {
 	dues   map[int64]time.Time
 	// window is the last traffic window, s (rates are counts over it).
 	window float64
+	// interval is the tick interval; refreshed when the state was last read.
+	interval  time.Duration
+	refreshed time.Time
 	// gpuAt, gpus and gpuHours integrate the GPUs of the ready replicas.
 	gpuAt    time.Time
 	gpus     float64
@@ -99,7 +102,7 @@ func prune[V any](m map[int64]V, newest int64) {
 }
 
 // TickStarted implements activities.ObservationSink: the planner ticks on this worker; its
-// state is read now (the previous tick's outcome).
+// state is read halfway to its next tick (this tick's outcome).
 func (p *plannerMetrics) TickStarted(d workflows.Deployment, tick int64, scheduled time.Time) {
 	id := d.WorkflowID()
 	p.gauges.seen(id, 0)
@@ -112,11 +115,23 @@ func (p *plannerMetrics) TickStarted(d workflows.Deployment, tick int64, schedul
 	if ok {
 		p.gauges.set(id, "dynamo_planner_tick_lag_seconds", nil, max(0, scheduled.Sub(due).Seconds()))
 	}
-	select {
-	case p.wake <- id:
-	default: // a refresh is due anyway at the next interval
-	}
+	// Read the state halfway to the next tick, once this one is recorded: the planner then
+	// sleeps on its timer, and the query does not wait behind a workflow task (where the
+	// server buffers a single query, and an operator's would be refused).
+	p.mu.Lock()
+	interval := t.interval
+	p.mu.Unlock()
+	delay := min(max(interval/2, minRefreshDelay), p.refresh)
+	time.AfterFunc(delay, func() {
+		select {
+		case p.wake <- id:
+		default: // the periodic refresh catches up
+		}
+	})
 }
+
+// minRefreshDelay is the earliest a tick's state is read after the tick started.
+const minRefreshDelay = 500 * time.Millisecond
 
 // Observed implements activities.ObservationSink: the observations of a tick.
 func (p *plannerMetrics) Observed(req workflows.ObserveAllRequest, res workflows.ObserveAllResult) {
@@ -266,8 +281,17 @@ func (p *plannerMetrics) run(ctx context.Context, q stateQuerier, logger *slog.L
 		case id := <-p.wake:
 			refresh(id, false)
 		case <-ticker.C:
+			// Planners read at their ticks are skipped: the sweep is for those that stopped
+			// ticking here (ended, moved, stuck) or tick rarely.
+			now := p.now()
 			for _, id := range p.gauges.list() {
-				refresh(id, true)
+				p.mu.Lock()
+				t := p.tracks[id]
+				fresh := t != nil && now.Sub(t.refreshed) < p.refresh
+				p.mu.Unlock()
+				if !fresh {
+					refresh(id, true)
+				}
 			}
 		}
 	}
@@ -330,7 +354,7 @@ func (p *plannerMetrics) apply(id string, v workflows.StateView) {
 	if !t.gpuAt.IsZero() && now.After(t.gpuAt) {
 		t.gpuHours += t.gpus * now.Sub(t.gpuAt).Hours()
 	}
-	t.gpuAt, t.gpus = now, gpus
+	t.gpuAt, t.gpus, t.refreshed = now, gpus, now
 	gpuHours, window := t.gpuHours, t.window
 	p.mu.Unlock()
 	set("dynamo_planner_gpu_hours", gpuHours)
@@ -385,6 +409,9 @@ func (p *plannerMetrics) apply(id string, v workflows.StateView) {
 		set("dynamo_planner_tick_lag_seconds", max(0, nextStart.Sub(due).Seconds()))
 	}
 	if d.NextTickAt > lt.At {
+		p.mu.Lock()
+		t.interval = due.Sub(at)
+		p.mu.Unlock()
 		p.gauges.seen(id, due.Sub(at))
 		set("planner_tick_interval_seconds", d.NextTickAt-lt.At)
 	}

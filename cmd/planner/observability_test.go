@@ -206,7 +206,7 @@ deployments:
 	// The planner ends: its series leave /metrics (the worker's refresh finds it closed).
 	out, err := temporalCLI(t, srv, "workflow", "terminate", "--workflow-id", "planner/obs/llama", "--reason", "test")
 	require.NoError(t, err, out)
-	waitFor(t, 2*worker.DefaultPlannerRefreshInterval, "the ended planner's series leave /metrics", func() bool {
+	waitFor(t, 3*worker.DefaultPlannerRefreshInterval, "the ended planner's series leave /metrics", func() bool {
 		return !strings.Contains(scrape(), label)
 	})
 }
