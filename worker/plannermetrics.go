@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,8 +22,9 @@ import (
 
 // Refresh bounds of the planner series (plannerMetrics.run).
 const (
-	// DefaultPlannerRefreshInterval is how often the worker reads the state of every planner
-	// it has series of, besides the read at each tick's start.
+	// DefaultPlannerRefreshInterval is how often the worker sweeps the planners it has series
+	// of, reading the state of those not read within it (the others are read between their
+	// ticks); it also bounds the wait for that between-ticks read.
 	DefaultPlannerRefreshInterval = 30 * time.Second
 	// plannerQueryTimeout bounds one state query.
 	plannerQueryTimeout = 5 * time.Second
@@ -41,7 +43,8 @@ const (
 //   - what the Observe activities running on this worker read (activities.ObservationSink):
 //     replicas, the frontend's observed traffic, each engine's queued and in-flight tokens,
 //     and when each tick started;
-//   - the planner's `state` query, read when a tick starts and every refresh interval:
+//   - the planner's `state` query, read halfway between a tick's start and the next tick,
+//     and by a periodic sweep for planners not read within the refresh interval:
 //     the last tick's diagnostics (estimates, predictions, capacities, decision reasons),
 //     SLA targets, overrides, pending decisions, rejected messages, the schedule.
 //
@@ -111,6 +114,7 @@ func (p *plannerMetrics) TickStarted(d workflows.Deployment, tick int64, schedul
 	t.starts[tick] = scheduled
 	prune(t.starts, tick)
 	due, ok := t.dues[tick]
+	interval := t.interval
 	p.mu.Unlock()
 	if ok {
 		p.gauges.set(id, "dynamo_planner_tick_lag_seconds", nil, max(0, scheduled.Sub(due).Seconds()))
@@ -118,9 +122,6 @@ func (p *plannerMetrics) TickStarted(d workflows.Deployment, tick int64, schedul
 	// Read the state halfway to the next tick, once this one is recorded: the planner then
 	// sleeps on its timer, and the query does not wait behind a workflow task (where the
 	// server buffers a single query, and an operator's would be refused).
-	p.mu.Lock()
-	interval := t.interval
-	p.mu.Unlock()
 	delay := min(max(interval/2, minRefreshDelay), p.refresh)
 	time.AfterFunc(delay, func() {
 		select {
@@ -284,7 +285,15 @@ func (p *plannerMetrics) run(ctx context.Context, q stateQuerier, logger *slog.L
 			// Planners read at their ticks are skipped: the sweep is for those that stopped
 			// ticking here (ended, moved, stuck) or tick rarely.
 			now := p.now()
-			for _, id := range p.gauges.list() {
+			live := p.gauges.list()
+			p.mu.Lock()
+			for id := range p.tracks {
+				if !slices.Contains(live, id) { // expired: forget its ticks too
+					delete(p.tracks, id)
+				}
+			}
+			p.mu.Unlock()
+			for _, id := range live {
 				p.mu.Lock()
 				t := p.tracks[id]
 				fresh := t != nil && now.Sub(t.refreshed) < p.refresh
