@@ -105,8 +105,13 @@ func TestDeployRendersAndApplies(t *testing.T) {
 	// Prometheus: the ServiceMonitor selects the worker's metrics Service; the scrape config is
 	// a valid Prometheus configuration.
 	mon := kubetest.Objects(t, kustomize(t, root, filepath.Join(root, "deploy", "prometheus")))
-	require.Len(t, mon, 1)
-	sel, _, _ := unstructured.NestedStringMap(mon[0].Object, "spec", "selector", "matchLabels")
+	require.Len(t, mon, 2)
+	byKind := map[string]*unstructured.Unstructured{}
+	for _, o := range mon {
+		byKind[o.GetKind()] = o
+	}
+	require.Contains(t, byKind, "PrometheusRule", "the alert rules (checked in TestObservabilityArtifacts)")
+	sel, _, _ := unstructured.NestedStringMap(byKind["ServiceMonitor"].Object, "spec", "selector", "matchLabels")
 	require.Equal(t, kinds["Service"].GetLabels()["app.kubernetes.io/name"], sel["app.kubernetes.io/name"])
 	if promtool, err := exec.LookPath("promtool"); err == nil {
 		out, err := exec.Command(promtool, "check", "config", filepath.Join(root, "deploy", "prometheus", "scrape-config.yaml")).CombinedOutput()

@@ -44,6 +44,9 @@ type Activities struct {
 	Logger *slog.Logger
 	// Hooks, when set, are called at points of the activities (tests inject faults there).
 	Hooks *Hooks
+	// Sink, when set, is told of every Observe activity on this worker: the worker's
+	// /metrics exports what the planners observe from it.
+	Sink ObservationSink
 
 	mu       sync.Mutex
 	planners map[string]plannerEntry
@@ -55,6 +58,15 @@ type Activities struct {
 type Observer interface {
 	ObserveTraffic(ctx context.Context, req workflows.ObserveRequest) (*scaling.TrafficObservation, error)
 	ObserveFPM(ctx context.Context, req workflows.ObserveRequest) (workflows.FPMResult, error)
+}
+
+// ObservationSink receives, on the worker, what the Observe activity sees of a tick.
+type ObservationSink interface {
+	// TickStarted is called as an Observe activity starts: scheduled is when the workflow
+	// scheduled it (the tick's start).
+	TickStarted(d workflows.Deployment, tick int64, scheduled time.Time)
+	// Observed is called with the activity's request and result.
+	Observed(req workflows.ObserveAllRequest, res workflows.ObserveAllResult)
 }
 
 // Hooks are called at chosen points of the activities; a nil function is skipped. Tests
@@ -228,6 +240,13 @@ func (a *Activities) LoadProfile(ctx context.Context, req workflows.LoadProfileR
 // share of the activity's time (a slow Prometheus must not cost the tick its inventory and
 // FPMs) and one retry when its error is retryable and time remains.
 func (a *Activities) Observe(ctx context.Context, req workflows.ObserveAllRequest) (workflows.ObserveAllResult, error) {
+	if a.Sink != nil {
+		scheduled := time.Now()
+		if activity.IsActivity(ctx) {
+			scheduled = activity.GetInfo(ctx).ScheduledTime
+		}
+		a.Sink.TickStarted(req.Deployment, req.Tick, scheduled)
+	}
 	var res workflows.ObserveAllResult
 	var wg sync.WaitGroup
 	deadline, bounded := ctx.Deadline()
@@ -280,6 +299,9 @@ func (a *Activities) Observe(ctx context.Context, req workflows.ObserveAllReques
 		return err
 	}, func(m string) { res.TrafficError = m })
 	wg.Wait()
+	if a.Sink != nil {
+		a.Sink.Observed(req, res)
+	}
 	a.Hooks.afterObserve(ctx, req.Tick)
 	return res, nil
 }

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.temporal.io/sdk/client"
 	tempotel "go.temporal.io/sdk/contrib/opentelemetry"
+
+	"github.com/llmplanner/planner/activities"
 )
 
 // LatencyBuckets are the histogram bounds, in seconds, of the SDK's latency timers
@@ -20,16 +24,17 @@ var LatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 
 // Metrics is the worker's Prometheus registry: the Temporal SDK's metrics (through
 // OpenTelemetry, counters as `<name>_total`, timers as `<name>_seconds` histograms) and the
-// `dynamo_planner_*` gauges the planner workflow emits through the same handler, tagged with
-// the deployment's workflow id; a deployment's gauges are dropped once none was updated for
-// DefaultPlannerSeriesTTL. Go runtime and process collectors are included.
+// planner series (Dynamo's `dynamo_planner_*` and the planner's own `planner_*`, labelled
+// with the deployment's workflow id) the worker computes from its Observe activities and the
+// planners' state queries (plannerMetrics: workflow code emits none). Go runtime and process
+// collectors are included.
 type Metrics struct {
 	// Registry holds every collector; serve it with Handler.
 	Registry *prometheus.Registry
 	// SDK is the Temporal metrics handler to put in client.Options.
 	SDK      client.MetricsHandler
 	provider *sdkmetric.MeterProvider
-	gauges   *plannerGauges
+	planners *plannerMetrics
 }
 
 // NewMetrics builds the registry and the SDK metrics handler.
@@ -47,7 +52,18 @@ func NewMetrics() (*Metrics, error) {
 	h := tempotel.NewMetricsHandler(tempotel.MetricsHandlerOptions{Meter: provider.Meter("planner"), UseMonotonicCounters: true})
 	gauges := newPlannerGauges(DefaultPlannerSeriesTTL, time.Now)
 	reg.MustRegister(gauges)
-	return &Metrics{Registry: reg, SDK: plannerMetricsHandler{next: h, gauges: gauges}, provider: provider, gauges: gauges}, nil
+	return &Metrics{Registry: reg, SDK: h, provider: provider, planners: newPlannerMetrics(gauges, time.Now)}, nil
+}
+
+// Sink is the activities' observation sink feeding the planner series
+// (activities.Activities.Sink).
+func (m *Metrics) Sink() activities.ObservationSink { return m.planners }
+
+// WatchPlanners keeps the planner series current until ctx ends: it reads the state query
+// of each planner with series here when its tick starts and every refresh interval, and
+// drops the series of a planner that ended.
+func (m *Metrics) WatchPlanners(ctx context.Context, c client.Client, logger *slog.Logger) {
+	m.planners.run(ctx, clientQuerier{c}, logger)
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -8,138 +8,166 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.temporal.io/sdk/client"
 )
 
-// PlannerGaugePrefix starts the names of the gauges planner workflows emit (Dynamo's names);
-// OwnGaugePrefix starts the planner's own (not Dynamo's) ones.
-const (
-	PlannerGaugePrefix = "dynamo_planner_"
-	OwnGaugePrefix     = "planner_"
-	// TickIntervalGauge is a planner's longest tick interval in seconds: its series stay for
-	// at least three of them.
-	TickIntervalGauge = "planner_tick_interval_seconds"
-)
-
-// DefaultPlannerSeriesTTL is how long a planner's series stay on /metrics after its last
-// update (at least three of its tick intervals, TickIntervalGauge): a planner that has not
-// ticked for that long has ended (completed, terminated, moved to another worker) or is
-// stuck, and its last values must not pass for current ones.
+// DefaultPlannerSeriesTTL is how long a planner's series stay on /metrics after its last tick
+// observed on this worker (or three of its tick intervals, when longer): a planner whose
+// ticks have not reached this worker for that long has moved to another worker or is stuck,
+// and its last values must not pass for current ones. A planner that ended is dropped at
+// once, when the worker's refresh finds it closed (plannerMetrics).
 const DefaultPlannerSeriesTTL = 15 * time.Minute
 
-// plannerGauges holds the dynamo_planner_* gauges the planner workflows emit through the SDK's
-// metrics handler, per label set, with the time of their last update, and exposes them as a
-// Prometheus collector that drops every series of a deployment none of whose series was
-// updated within the TTL. (Through OpenTelemetry, a gauge's last value stayed exported for
-// ever after its planner ended.)
+// plannerGauges holds the planner series the worker computes, per deployment (the planner's
+// workflow id, label "deployment"), and exposes them as a Prometheus collector. A
+// deployment's series are dropped together: by drop (its planner ended) or once no tick of
+// it was seen on this worker within the TTL.
 type plannerGauges struct {
 	ttl time.Duration
 	now func() time.Time
 
-	mu       sync.Mutex
-	series   map[string]*gaugeSeries  // by name and sorted labels
-	last     map[string]time.Time     // newest update per deployment
-	interval map[string]time.Duration // tick interval per deployment (TickIntervalGauge)
+	mu          sync.Mutex
+	deployments map[string]*deploymentSeries
+}
+
+type deploymentSeries struct {
+	// seen is the last time a tick of the planner was observed on this worker; interval its
+	// tick interval (the series live for at least three of them).
+	seen     time.Time
+	interval time.Duration
+	series   map[string]*gaugeSeries // by name and labels
 }
 
 type gaugeSeries struct {
 	name       string
 	keys, vals []string
-	deployment string
 	value      float64
 }
 
 func newPlannerGauges(ttl time.Duration, now func() time.Time) *plannerGauges {
-	return &plannerGauges{ttl: ttl, now: now, series: map[string]*gaugeSeries{}, last: map[string]time.Time{}, interval: map[string]time.Duration{}}
+	return &plannerGauges{ttl: ttl, now: now, deployments: map[string]*deploymentSeries{}}
 }
 
-func (g *plannerGauges) set(name string, tags map[string]string, v float64) {
-	keys := slices.Sorted(maps.Keys(tags))
-	vals := make([]string, len(keys))
-	for i, k := range keys {
-		vals[i] = tags[k]
+// entry returns a deployment's series, creating them; callers hold mu.
+func (g *plannerGauges) entry(deployment string) *deploymentSeries {
+	d := g.deployments[deployment]
+	if d == nil {
+		d = &deploymentSeries{seen: g.now(), series: map[string]*gaugeSeries{}}
+		g.deployments[deployment] = d
 	}
-	id := name + "\xff" + strings.Join(keys, "\xff") + "\xfe" + strings.Join(vals, "\xff")
+	return d
+}
+
+// seen records that a tick of the deployment ran on this worker (interval > 0 updates its
+// tick interval).
+func (g *plannerGauges) seen(deployment string, interval time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.series[id]
+	d := g.entry(deployment)
+	d.seen = g.now()
+	if interval > 0 && interval < 24*time.Hour {
+		d.interval = interval
+	}
+}
+
+// known reports whether the deployment has series here.
+func (g *plannerGauges) known(deployment string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.deployments[deployment]
+	return ok
+}
+
+// list returns the deployments with series, sorted.
+func (g *plannerGauges) list() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.expire()
+	return slices.Sorted(maps.Keys(g.deployments))
+}
+
+// set sets one series of a known deployment (an unknown one, never observed here or dropped,
+// is left alone: a late refresh must not bring back an ended planner).
+func (g *plannerGauges) set(deployment, name string, labels map[string]string, v float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d := g.deployments[deployment]; d != nil {
+		d.put(name, labels, v)
+	}
+}
+
+// replace sets every series of a name for a deployment, removing the others of that name
+// (per-engine gauges: an engine that left has no series).
+func (g *plannerGauges) replace(deployment, name string, values []labelledValue) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.deployments[deployment]
+	if d == nil {
+		return
+	}
+	for id, s := range d.series {
+		if s.name == name {
+			delete(d.series, id)
+		}
+	}
+	for _, v := range values {
+		d.put(name, v.labels, v.value)
+	}
+}
+
+type labelledValue struct {
+	labels map[string]string
+	value  float64
+}
+
+func (d *deploymentSeries) put(name string, labels map[string]string, v float64) {
+	keys := slices.Sorted(maps.Keys(labels))
+	vals := make([]string, len(keys))
+	for i, k := range keys {
+		vals[i] = labels[k]
+	}
+	id := name + "\xff" + strings.Join(keys, "\xff") + "\xfe" + strings.Join(vals, "\xff")
+	s := d.series[id]
 	if s == nil {
-		s = &gaugeSeries{name: name, keys: keys, vals: vals, deployment: tags["deployment"]}
-		g.series[id] = s
+		s = &gaugeSeries{name: name, keys: keys, vals: vals}
+		d.series[id] = s
 	}
 	s.value = v
-	g.last[s.deployment] = g.now()
-	if name == TickIntervalGauge && v > 0 && v < 1e9 {
-		g.interval[s.deployment] = time.Duration(v * float64(time.Second))
+}
+
+// drop removes every series of a deployment (its planner ended).
+func (g *plannerGauges) drop(deployment string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.deployments, deployment)
+}
+
+// expire drops the deployments not seen within the TTL; callers hold mu.
+func (g *plannerGauges) expire() {
+	now := g.now()
+	for name, d := range g.deployments {
+		if now.Sub(d.seen) > max(g.ttl, 3*d.interval) {
+			delete(g.deployments, name)
+		}
 	}
 }
 
 // Describe sends nothing: the series come and go (an unchecked collector).
 func (g *plannerGauges) Describe(chan<- *prometheus.Desc) {}
 
-// Collect drops the deployments not updated within the TTL, then sends the rest.
+// Collect drops the deployments not seen within the TTL, then sends the rest.
 func (g *plannerGauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
-	for d, at := range g.last {
-		if now.Sub(at) > max(g.ttl, 3*g.interval[d]) {
-			delete(g.last, d)
-			delete(g.interval, d)
-		}
-	}
-	for id, s := range g.series {
-		if _, ok := g.last[s.deployment]; !ok {
-			delete(g.series, id)
-			continue
-		}
-		desc := prometheus.NewDesc(s.name, "Planner gauge (Dynamo's name), per deployment.", s.keys, nil)
-		if m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, s.value, s.vals...); err == nil {
-			ch <- m
+	g.expire()
+	for name, d := range g.deployments {
+		for _, s := range d.series {
+			m := plannerMetricByName[s.name]
+			keys := append([]string{"deployment"}, s.keys...)
+			vals := append([]string{name}, s.vals...)
+			desc := prometheus.NewDesc(s.name, m.help, keys, nil)
+			if c, err := prometheus.NewConstMetric(desc, m.kind, s.value, vals...); err == nil {
+				ch <- c
+			}
 		}
 	}
 }
-
-// plannerMetricsHandler routes the planner gauges to plannerGauges and everything else to the
-// SDK's handler.
-type plannerMetricsHandler struct {
-	next   client.MetricsHandler
-	tags   map[string]string
-	gauges *plannerGauges
-}
-
-// WithTags implements client.MetricsHandler.
-func (h plannerMetricsHandler) WithTags(tags map[string]string) client.MetricsHandler {
-	merged := maps.Clone(h.tags)
-	if merged == nil {
-		merged = map[string]string{}
-	}
-	maps.Copy(merged, tags)
-	return plannerMetricsHandler{next: h.next.WithTags(tags), tags: merged, gauges: h.gauges}
-}
-
-// Counter implements client.MetricsHandler.
-func (h plannerMetricsHandler) Counter(name string) client.MetricsCounter {
-	return h.next.Counter(name)
-}
-
-// Timer implements client.MetricsHandler.
-func (h plannerMetricsHandler) Timer(name string) client.MetricsTimer { return h.next.Timer(name) }
-
-// Gauge implements client.MetricsHandler: a planner gauge of a deployment goes to the
-// expiring collector.
-func (h plannerMetricsHandler) Gauge(name string) client.MetricsGauge {
-	if (strings.HasPrefix(name, PlannerGaugePrefix) || strings.HasPrefix(name, OwnGaugePrefix)) && h.tags["deployment"] != "" {
-		return plannerGauge{name: name, tags: h.tags, gauges: h.gauges}
-	}
-	return h.next.Gauge(name)
-}
-
-type plannerGauge struct {
-	name   string
-	tags   map[string]string
-	gauges *plannerGauges
-}
-
-// Update implements client.MetricsGauge.
-func (g plannerGauge) Update(v float64) { g.gauges.set(g.name, g.tags, v) }

@@ -130,6 +130,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if o.Activities.Sink == nil {
+		o.Activities.Sink = metrics.Sink()
+	}
 	opts, err := ClientOptions(logger, metrics.SDK)
 	if err != nil {
 		return err
@@ -157,6 +160,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer c.Close()
 	logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); metrics.WatchPlanners(watchCtx, c, logger) }()
+	defer func() { stopWatch(); <-watchDone }()
 
 	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: workerInterceptors})
 	Register(w, o.Activities)

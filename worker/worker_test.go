@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/connectors"
+	"github.com/llmplanner/planner/scaling"
+	"github.com/llmplanner/planner/workflows"
 )
 
 // clearTemporalEnv isolates a test from the machine's TEMPORAL_* settings.
@@ -65,7 +69,10 @@ func TestMetricsExposition(t *testing.T) {
 	h.Counter("temporal_request").Inc(2)
 	h.WithTags(map[string]string{"operation": "Poll"}).Counter("temporal_request").Inc(1)
 	h.Timer("temporal_request_latency").Record(30 * time.Millisecond)
-	h.WithTags(map[string]string{"deployment": "planner/ns/x"}).Gauge("dynamo_planner_num_decode_replicas").Update(3)
+	m.planners.TickStarted(workflows.Deployment{Namespace: "ns", Name: "x"}, 1, time.Now())
+	three := 3
+	m.planners.Observed(workflows.ObserveAllRequest{ObserveRequest: workflows.ObserveRequest{Deployment: workflows.Deployment{Namespace: "ns", Name: "x"}}, Inventory: true},
+		workflows.ObserveAllResult{Inventory: &connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: &three}}})
 
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
@@ -80,7 +87,7 @@ func TestMetricsExposition(t *testing.T) {
 	require.Contains(t, text, `temporal_request_total{namespace="default",operation="Poll"} 1`, "label sets may differ within a family")
 	require.Contains(t, text, `temporal_request_latency_seconds_bucket{namespace="default",le="0.05"} 1`)
 	require.Contains(t, text, `temporal_request_latency_seconds_bucket{namespace="default",le="0.025"} 0`)
-	require.Contains(t, text, `dynamo_planner_num_decode_replicas{deployment="planner/ns/x",namespace="default"} 3`)
+	require.Contains(t, text, `dynamo_planner_num_decode_replicas{deployment="planner/ns/x"} 3`)
 	require.Contains(t, text, "go_goroutines")
 }
 

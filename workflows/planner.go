@@ -588,7 +588,6 @@ func (r *run) finishTick(rec *TickRecord, dec scaling.Decision) {
 	}
 	r.st.recordTick(*rec)
 	r.details(rec)
-	r.metrics(rec)
 }
 
 func mergeCapabilities(into *scaling.WorkerCapabilities, got scaling.WorkerCapabilities) {

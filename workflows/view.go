@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/scaling"
 )
@@ -172,82 +171,4 @@ func reasonOr(r, fallback scaling.Reason) string {
 
 func unixTime(s float64) string {
 	return time.Unix(0, int64(s*1e9)).UTC().Format("15:04:05Z")
-}
-
-// requestRates are a tick's observed and predicted request rates (nil: not observed or not
-// predicted): Dynamo's throughput loop counts requests over its interval; the ahead policy
-// over the load interval, every tick.
-func requestRates(cfg config.Config, d *scaling.Diagnostics) (observed, predicted *float64) {
-	interval := float64(cfg.ThroughputAdjustmentIntervalSeconds)
-	if cfg.Ahead() {
-		interval = float64(cfg.LoadAdjustmentIntervalSeconds)
-	}
-	if interval <= 0 {
-		return nil, nil
-	}
-	if d.ObservedNumReq != nil && (d.RanThroughput || cfg.Ahead()) {
-		v := *d.ObservedNumReq / interval
-		observed = &v
-	}
-	if d.PredictedNumReq != nil {
-		v := *d.PredictedNumReq / interval
-		predicted = &v
-	}
-	return observed, predicted
-}
-
-// metrics emits the dynamo_planner_* gauges through the workflow's replay-safe metrics
-// handler (tagged with the deployment's workflow id).
-func (r *run) metrics(rec *TickRecord) {
-	st := r.st
-	h := workflow.GetMetricsHandler(r.ctx).WithTags(map[string]string{"deployment": st.Deployment.WorkflowID()})
-	set := func(name string, v *float64) {
-		if v != nil {
-			h.Gauge("dynamo_planner_" + name).Update(*v)
-		}
-	}
-	if st.Inventory != nil {
-		if p := st.Inventory.ReadyPrefill; p != nil {
-			h.Gauge("dynamo_planner_num_prefill_replicas").Update(float64(*p))
-		}
-		if p := st.Inventory.ReadyDecode; p != nil {
-			h.Gauge("dynamo_planner_num_decode_replicas").Update(float64(*p))
-		}
-	}
-	// The worker keeps a planner's series for at least three of its tick intervals.
-	interval := float64(st.Config.LoadAdjustmentIntervalSeconds)
-	if st.Config.EnableThroughputScaling {
-		interval = max(interval, float64(st.Config.ThroughputAdjustmentIntervalSeconds))
-	}
-	h.Gauge("planner_tick_interval_seconds").Update(interval)
-	h.Gauge("dynamo_planner_sla_target_ttft_ms").Update(st.Config.TTFTMs)
-	h.Gauge("dynamo_planner_sla_target_itl_ms").Update(st.Config.ITLMs)
-	d := rec.Diagnostics
-	if d == nil {
-		return
-	}
-	set("estimated_ttft_ms", d.EstimatedTTFTMs)
-	set("estimated_itl_ms", d.EstimatedITLMs)
-	set("predicted_input_sequence_tokens", d.PredictedISL)
-	set("predicted_output_sequence_tokens", d.PredictedOSL)
-	set("engine_prefill_capacity_requests_per_second", d.EngineRPSPrefill)
-	set("engine_decode_capacity_requests_per_second", d.EngineRPSDecode)
-	observed, predicted := requestRates(st.Config, d)
-	set("observed_requests_per_second", observed)
-	set("predicted_requests_per_second", predicted)
-	enum := func(name string, current scaling.Reason, states []scaling.Reason) {
-		if current == "" {
-			return
-		}
-		for _, s := range states {
-			v := 0.0
-			if s == current {
-				v = 1
-			}
-			// As prometheus_client's Enum: the label is named after the metric.
-			h.WithTags(map[string]string{"dynamo_planner_" + name: string(s)}).Gauge("dynamo_planner_" + name).Update(v)
-		}
-	}
-	enum("load_scaling_decision", d.LoadReason, scaling.LoadReasons)
-	enum("throughput_scaling_decision", d.ThroughputReason, scaling.ThroughputReasons)
 }

@@ -74,6 +74,7 @@ type demoOptions struct {
 	gpus         int
 	configFile   string
 	tail         time.Duration
+	metricsAddr  string
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -90,6 +91,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
 	fset.IntVar(&o.gpus, "gpus", 12, "simulated GPUs the local connector hands out")
 	fset.StringVar(&o.configFile, "config", "", "planner config (YAML/JSON) instead of the built-in one; environment must be local")
+	fset.StringVar(&o.metricsAddr, "metrics-address", "127.0.0.1:9464", `serve the worker's /metrics here, for Prometheus and the Grafana dashboard (docs/observability.md; "" to disable)`)
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner demo [flags]")
 		fmt.Fprintln(stderr, "\nStarts (or reuses) a Temporal dev server, a planner worker, a simulated disaggregated deployment")
@@ -281,7 +283,7 @@ func (d *demo) run(ctx context.Context) error {
 	workerUp := make(chan struct{})
 	go func() {
 		defer close(workerDone)
-		workerErr = worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, MetricsAddress: "", Activities: acts, Logger: d.logger,
+		workerErr = worker.Run(wctx, worker.Options{TaskQueue: workflows.TaskQueue, MetricsAddress: d.o.metricsAddr, Activities: acts, Logger: d.logger,
 			Hosts: hosts, StartPlanners: true, Started: func() { close(workerUp) }})
 	}()
 	d.atExit(func() {

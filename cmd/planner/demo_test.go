@@ -70,7 +70,8 @@ min_endpoint: 1
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--out", out, "--trace", trace, "--trace-length", "0",
-		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8")
+		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8",
+		"--metrics-address", freeAddr(t))
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.HostPort)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
