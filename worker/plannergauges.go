@@ -57,14 +57,21 @@ func (g *plannerGauges) entry(deployment string) *deploymentSeries {
 	return d
 }
 
-// seen records that a tick of the deployment ran on this worker (interval > 0 updates its
-// tick interval).
-func (g *plannerGauges) seen(deployment string, interval time.Duration) {
+// seen records that a tick of the deployment ran on this worker: only a tick here keeps its
+// series past the TTL, so a planner that moved to another worker leaves this one's /metrics
+// even though its state query still answers.
+func (g *plannerGauges) seen(deployment string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	d := g.entry(deployment)
-	d.seen = g.now()
-	if interval > 0 && interval < 24*time.Hour {
+	g.entry(deployment).seen = g.now()
+}
+
+// setInterval records a known deployment's tick interval (its series stay at least three
+// intervals); it does not keep the series alive.
+func (g *plannerGauges) setInterval(deployment string, interval time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d := g.deployments[deployment]; d != nil && interval > 0 && interval < 24*time.Hour {
 		d.interval = interval
 	}
 }

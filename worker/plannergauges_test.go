@@ -94,6 +94,30 @@ dynamo_planner_num_decode_replicas{deployment="planner/ns/b"} 6
 
 // TestPlannerSeriesValues: what the Observe activity read and what the state query answers
 // become Dynamo's series and the planner's own, with Dynamo's labels.
+// TestMovedPlannerSeriesExpireDespiteAnsweringQueries: a planner that ticks on another
+// worker still answers the state query here; those answers (the sweep's) must not keep its
+// series alive past the TTL, or a moved planner would be exported by every worker that ever
+// saw it, forever.
+func TestMovedPlannerSeriesExpireDespiteAnsweringQueries(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p, reg := newTestPlanners(&now)
+	count := func() int { n, err := testutil.GatherAndCount(reg); require.NoError(t, err); return n }
+	a := workflows.Deployment{Namespace: "ns", Name: "a"}
+	decode := 3
+	p.TickStarted(a, 1, now)
+	p.Observed(workflows.ObserveAllRequest{ObserveRequest: workflows.ObserveRequest{Deployment: a}, Inventory: true},
+		workflows.ObserveAllResult{Inventory: &connectors.Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: &decode}}})
+	require.NotZero(t, count())
+	// It moved: no tick here any more, but every sweep's query answers with fresh ticks.
+	for i := 0; i < 40; i++ {
+		now = now.Add(30 * time.Second)
+		tick := int64(2 + i)
+		p.apply(a.WorkflowID(), workflows.StateView{TTFTMs: 200, LastTick: &workflows.TickRecord{Tick: tick, At: float64(now.Unix()),
+			Diagnostics: &scaling.Diagnostics{NextTickAt: float64(now.Add(5 * time.Second).Unix())}}})
+	}
+	require.Equal(t, 0, count(), "20 minutes without a tick on this worker: its series are gone")
+}
+
 func TestPlannerSeriesValues(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	p, reg := newTestPlanners(&now)
@@ -125,6 +149,7 @@ func TestPlannerSeriesValues(t *testing.T) {
 				NextTickAt: float64(now.Unix()) + 58}}}
 	p.apply(id, view)
 	now = now.Add(30 * time.Minute)
+	p.TickStarted(d, 8, now) // it still ticks here, so its series stay
 	p.apply(id, view)
 
 	for _, c := range []struct {

@@ -108,7 +108,7 @@ func prune[V any](m map[int64]V, newest int64) {
 // state is read halfway to its next tick (this tick's outcome).
 func (p *plannerMetrics) TickStarted(d workflows.Deployment, tick int64, scheduled time.Time) {
 	id := d.WorkflowID()
-	p.gauges.seen(id, 0)
+	p.gauges.seen(id)
 	p.mu.Lock()
 	t := p.track(id)
 	t.starts[tick] = scheduled
@@ -421,7 +421,7 @@ func (p *plannerMetrics) apply(id string, v workflows.StateView) {
 		p.mu.Lock()
 		t.interval = due.Sub(at)
 		p.mu.Unlock()
-		p.gauges.seen(id, due.Sub(at))
+		p.gauges.setInterval(id, due.Sub(at))
 		set("planner_tick_interval_seconds", d.NextTickAt-lt.At)
 	}
 
