@@ -130,7 +130,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if o.Activities.Sink == nil {
+	// The planner series are only worth their state queries when /metrics is served.
+	exportPlanners := o.MetricsAddress != "" && o.Activities.Sink == nil
+	if exportPlanners {
 		o.Activities.Sink = metrics.Sink()
 	}
 	opts, err := ClientOptions(logger, metrics.SDK)
@@ -160,10 +162,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer c.Close()
 	logger.Info("connected to Temporal", "address", opts.HostPort, "namespace", opts.Namespace)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); metrics.WatchPlanners(watchCtx, c, logger) }()
-	defer func() { stopWatch(); <-watchDone }()
+	if exportPlanners {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watchDone := make(chan struct{})
+		go func() { defer close(watchDone); metrics.WatchPlanners(watchCtx, c, logger) }()
+		defer func() { stopWatch(); <-watchDone }()
+	}
 
 	w := sdkworker.New(c, o.TaskQueue, sdkworker.Options{Interceptors: workerInterceptors})
 	Register(w, o.Activities)
