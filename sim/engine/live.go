@@ -72,6 +72,9 @@ type Live struct {
 	epoch  time.Time
 	// lastEnd is the engine time the last pass ended (runner goroutine only).
 	lastEnd float64
+	// lastArrival is the engine time of the newest submitted request (under mu): a chained
+	// pass starts no earlier, so no request joins a pass that began before it arrived.
+	lastArrival float64
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -149,6 +152,7 @@ func (l *Live) SubmitWith(isl, osl int, opts SubmitOptions) (<-chan Result, erro
 	if err := l.eng.Submit(req); err != nil {
 		return nil, err
 	}
+	l.lastArrival = max(l.lastArrival, req.Arrival)
 	l.nextID++
 	w := &liveWaiter{ch: make(chan Result, 1), onToken: opts.OnToken}
 	l.waiters[id] = w
@@ -224,10 +228,12 @@ func (l *Live) run() {
 		// A busy engine runs its passes back to back on the model clock: the next pass
 		// starts when the previous one ended, not when this goroutine woke up, so
 		// scheduling latency (a loaded machine) delays the delivery of a pass's events
-		// but never accumulates into the engine's timeline.
+		// but never accumulates into the engine's timeline. It starts no earlier than the
+		// newest request's arrival, so a request that arrived while this goroutine was late
+		// never gets a first token before it was submitted.
 		now := l.engineTime(l.now())
 		if chained {
-			now = math.Min(now, l.lastEnd)
+			now = math.Min(now, math.Max(l.lastEnd, l.lastArrival))
 		}
 		pass, _ := l.eng.Step(now)
 		l.lastEnd, chained = pass.End(), true

@@ -167,3 +167,41 @@ func TestLiveRealClock(t *testing.T) {
 	require.True(t, r.FirstToken.After(before))
 	require.True(t, r.Finished.After(r.FirstToken))
 }
+
+// TestLiveLateWakeNeverStartsAPassBeforeAnArrival: a busy engine chains its passes on the
+// model clock, but a request submitted while the runner woke late must not join a pass
+// that began before it arrived: its TTFT is at least its prefill's profiled time.
+func TestLiveLateWakeNeverStartsAPassBeforeAnArrival(t *testing.T) {
+	_, tim := profileTiming(t)
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &fakeClock{t: epoch}
+	eng := newEngine(t, DefaultConfig(RoleAggregated), tim)
+	var l *Live
+	var late <-chan Result
+	var submitted time.Time
+	sleeps := 0
+	sleep := func(ctx context.Context, d time.Duration) error {
+		if err := clk.Sleep(ctx, d); err != nil {
+			return err
+		}
+		sleeps++
+		if sleeps == 3 { // during the first request's decode: the runner wakes 50 ms late
+			require.NoError(t, clk.Sleep(ctx, 50*time.Millisecond))
+			submitted = clk.Now()
+			ch, err := l.Submit(3151, 1)
+			require.NoError(t, err)
+			late = ch
+		}
+		return nil
+	}
+	l = NewLive(eng, LiveOptions{Now: clk.Now, Sleep: sleep})
+	first, err := l.Submit(100, 20)
+	require.NoError(t, err)
+	require.NoError(t, waitResult(t, first).Err)
+	require.NotNil(t, late)
+	r := waitResult(t, late)
+	require.NoError(t, r.Err)
+	require.GreaterOrEqual(t, r.FirstToken.Sub(submitted).Seconds()*1000, 63.2148-1e-3,
+		"TTFT from its submission at least the profiled prefill of ISL 3151")
+	require.NoError(t, l.Stop(context.Background()))
+}
