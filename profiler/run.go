@@ -290,11 +290,13 @@ func startEngine(ctx context.Context, o Option, progress interface{ Write([]byte
 	url := "http://127.0.0.1:" + port
 	cmd := exec.Command("sh", "-c", command)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logFile := filepath.Join(os.TempDir(), "planner-profile-"+o.Name+".log")
-	f, err := os.Create(logFile)
+	// The engine's output goes to a file of its own (never a fixed name in a shared /tmp,
+	// which another run or a planted symlink could own).
+	f, err := os.CreateTemp("", "planner-profile-"+o.Name+"-*.log")
 	if err != nil {
 		return nil, "", fmt.Errorf("profiler: option %q: %w", o.Name, err)
 	}
+	logFile := f.Name()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()

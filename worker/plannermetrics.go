@@ -243,13 +243,7 @@ func (p *plannerMetrics) run(ctx context.Context, q stateQuerier, logger *slog.L
 	var mu sync.Mutex
 	inflight := map[string]bool{}
 	refresh := func(id string, wait bool) {
-		if wait {
-			if p.limit.Wait(ctx) != nil {
-				return
-			}
-		} else if !p.limit.Allow() {
-			return
-		}
+		// A planner already being read is skipped before it costs a slot of the rate.
 		mu.Lock()
 		busy := inflight[id]
 		inflight[id] = true
@@ -257,15 +251,26 @@ func (p *plannerMetrics) run(ctx context.Context, q stateQuerier, logger *slog.L
 		if busy {
 			return
 		}
+		done := func() { mu.Lock(); delete(inflight, id); mu.Unlock() }
+		if wait {
+			if p.limit.Wait(ctx) != nil {
+				done()
+				return
+			}
+		} else if !p.limit.Allow() {
+			done()
+			return
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			done()
 			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem; mu.Lock(); delete(inflight, id); mu.Unlock() }()
+			defer func() { <-sem; done() }()
 			qctx, cancel := context.WithTimeout(ctx, plannerQueryTimeout)
 			defer cancel()
 			if err := p.refreshOne(qctx, q, id); err != nil && ctx.Err() == nil {
