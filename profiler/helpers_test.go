@@ -1,17 +1,13 @@
 package profiler
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmplanner/planner/internal/openaitest"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/sim/engine"
-	"github.com/llmplanner/planner/sim/openai"
 )
 
 // sourceDir is the measured H200 profile (Dynamo's, bundled) the simulated engines are built from.
@@ -39,19 +35,5 @@ func startSimEngine(t *testing.T, tp int) string {
 	cfg.MaxNumSeqs = 4096 // the profile was measured up to 1573 in flight
 	eng, err := engine.New(cfg, tt)
 	require.NoError(t, err)
-	live := engine.NewLive(eng, engine.LiveOptions{})
-	srv, err := openai.New(live, openai.Options{Model: testModel, MaxModelLen: 16384, BlockSize: eng.Config().BlockSize,
-		CacheBlocks: eng.Config().NumGPUBlocks})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	srv.Register(mux)
-	mux.Handle("GET /metrics", openai.MetricsHandler(live, eng.Config()))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = live.Stop(ctx)
-	})
-	return hs.URL
+	return openaitest.Serve(t, eng, testModel)
 }

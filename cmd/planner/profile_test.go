@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmplanner/planner/internal/openaitest"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/profiler"
 	"github.com/llmplanner/planner/sim/engine"
-	"github.com/llmplanner/planner/sim/openai"
 )
 
 func TestProfileFlags(t *testing.T) {
@@ -69,22 +65,10 @@ func TestProfileCommand(t *testing.T) {
 	require.NoError(t, err)
 	eng, err := engine.New(engine.DefaultConfig(engine.RoleAggregated), timing)
 	require.NoError(t, err)
-	live := engine.NewLive(eng, engine.LiveOptions{})
-	srv, err := openai.New(live, openai.Options{Model: "m", MaxModelLen: 16384, BlockSize: eng.Config().BlockSize, CacheBlocks: eng.Config().NumGPUBlocks})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	srv.Register(mux)
-	mux.Handle("GET /metrics", openai.MetricsHandler(live, eng.Config()))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = live.Stop(ctx)
-	})
+	url := openaitest.Serve(t, eng, "m")
 
 	out := t.TempDir()
-	code, stdout, errOut := runCLI("profile", "--endpoint", "tp1="+hs.URL+",gpus=1", "--isl", "2000", "--osl", "500",
+	code, stdout, errOut := runCLI("profile", "--endpoint", "tp1="+url+",gpus=1", "--isl", "2000", "--osl", "500",
 		"--ttft", "200", "--itl", "20", "--prefill-isls", "100,1117,2134,3151", "--decode-contexts", "2997,5644",
 		"--decode-granularity", "2", "--repetitions", "1", "--decode-tokens", "40", "--chat", "--out", out)
 	require.Equal(t, 0, code, errOut)
