@@ -19,7 +19,6 @@ import (
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/plannerclient"
 	"github.com/llmplanner/planner/sim/report"
-	"github.com/llmplanner/planner/worker"
 	"github.com/llmplanner/planner/workflows"
 )
 
@@ -69,16 +68,12 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if path == "" {
 		path = fmt.Sprintf("planner-report-%s-%s.html", d.Namespace, d.Name)
 	}
-	opts, err := worker.ClientOptions(nil, nil)
-	if err != nil {
-		return err
-	}
-	c, err := worker.Dial(ctx, opts)
+	c, namespace, err := dialTemporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	snap, err := fetchLive(ctx, plannerclient.New(c, d), opts.Namespace, *timeout)
+	snap, err := fetchLive(ctx, plannerclient.New(c, d), namespace, *timeout)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/worker"
 	"github.com/llmplanner/planner/workflows"
@@ -66,16 +68,12 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	opts, err := worker.ClientOptions(nil, nil)
-	if err != nil {
-		return err
-	}
-	c, err := worker.Dial(ctx, opts)
+	c, namespace, err := dialTemporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	res, err := worker.StartPlanner(ctx, c, opts.Namespace, worker.StartOptions{Deployment: d, Config: cfg, TaskQueue: *taskQueue,
+	res, err := worker.StartPlanner(ctx, c, namespace, worker.StartOptions{Deployment: d, Config: cfg, TaskQueue: *taskQueue,
 		HostTaskQueue: *hostQueue, InitialPrefill: *initialPrefill, InitialDecode: *initialDecode, AckTimeout: *ackTimeout, MaxTicksPerRun: *maxTicks, WorkerWait: *workerWait})
 	for _, n := range res.Notes {
 		fmt.Fprintf(stderr, "note: %s\n", n)
@@ -111,4 +109,18 @@ func parseDeployment(s string) (workflows.Deployment, error) {
 		return d, fmt.Errorf("--deployment %q: %w", s, err)
 	}
 	return d, nil
+}
+
+// dialTemporal connects to Temporal from the same TEMPORAL_* environment and profile as the
+// temporal CLI, as planner start and planner report do; it returns the client and its namespace.
+func dialTemporal(ctx context.Context) (client.Client, string, error) {
+	opts, err := worker.ClientOptions(nil, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := worker.Dial(ctx, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, opts.Namespace, nil
 }
