@@ -71,16 +71,22 @@ type RunProgress struct {
 type Row struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
+	// Policy is the scenario policy a policy, startup or predictor row ran.
+	Policy string `json:"policy,omitempty"`
 	// StartupS is the startup delay the replay ran with.
 	StartupS float64 `json:"startup_s"`
 	// Deployment describes a static deployment or the oracle's range ("2P 2D", "1–3P 1–4D").
 	Deployment string `json:"deployment,omitempty"`
 	Requests   int    `json:"requests"`
 	Finished   int    `json:"finished"`
-	// Goodput is the share of requests within both SLAs.
-	Goodput float64            `json:"goodput"`
-	TTFT    replay.Percentiles `json:"ttft_ms"`
-	ITL     replay.Percentiles `json:"itl_ms"`
+	// Good counts the scored requests within both SLAs; Goodput is their share.
+	Good    int     `json:"good"`
+	Goodput float64 `json:"goodput"`
+	// ScoredSeconds is the span the GPU-hours cover: from the scoring start to the replay's
+	// end (its last completion).
+	ScoredSeconds float64            `json:"scored_s"`
+	TTFT          replay.Percentiles `json:"ttft_ms"`
+	ITL           replay.Percentiles `json:"itl_ms"`
 	// GPUHours is the provisioned (starting + ready + draining) GPU-hours, 1 GPU per engine.
 	GPUHours        float64 `json:"gpu_hours"`
 	PrefillGPUHours float64 `json:"prefill_gpu_hours"`
@@ -145,9 +151,14 @@ type Report struct {
 	// and the GPU-seconds provisioned from then on (the first startup window is scored for
 	// no one, since the runs start from different deployments).
 	ScoredFromS float64 `json:"scored_from_s"`
-	// InitialPrefill and InitialDecode are the deployment the policies start from.
-	InitialPrefill int `json:"initial_prefill"`
-	InitialDecode  int `json:"initial_decode"`
+	// InitialPrefill and InitialDecode are the deployment the policies start from;
+	// InitialGiven says the scenario gave it (else it is the smallest static deployment
+	// serving the first StartWindowSeconds).
+	InitialPrefill int  `json:"initial_prefill"`
+	InitialDecode  int  `json:"initial_decode"`
+	InitialGiven   bool `json:"initial_given,omitempty"`
+	// Published is the published result the scenario reproduces (nil: none).
+	Published *Published `json:"published,omitempty"`
 	// LowerBoundGPUHours is LowerBound over the scored requests.
 	LowerBoundGPUHours float64 `json:"lower_bound_gpu_hours"`
 	// Oracle says which oracle was built.
@@ -189,7 +200,8 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	if p.start[0], p.start[1], err = p.initialDeployment(); err != nil {
 		return nil, err
 	}
-	rep.InitialPrefill, rep.InitialDecode = p.start[0], p.start[1]
+	rep.InitialPrefill, rep.InitialDecode, rep.InitialGiven = p.start[0], p.start[1], sc.Initial != nil
+	rep.Published = sc.Published
 	jobs, err := p.jobs()
 	if err != nil {
 		return nil, err
@@ -309,9 +321,9 @@ func (p Plan) jobs() ([]job, error) {
 			return nil, err
 		}
 		cfgs[ps.Name] = cfg
-		jobs = append(jobs, p.policyJob(ps.Name, KindPolicy, cfg, sc.StartupDelay()))
+		jobs = append(jobs, p.policyJob(ps.Name, ps.Name, KindPolicy, cfg, sc.StartupDelay()))
 	}
-	base := replay.Options{Profile: p.Profile}
+	base := replay.Options{Profile: p.Profile, EngineConfig: sc.EngineConfig}
 	bounds := replay.OracleOptions{Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
 		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))}
 	scoring, err := sc.apply(config.Default())
@@ -356,14 +368,14 @@ func (p Plan) jobs() ([]job, error) {
 		}})
 	}
 	for _, d := range sc.Static {
-		jobs = append(jobs, job{name: fmt.Sprintf("static %dP %dD", d[0], d[1]), run: func(progress func(int, int)) (Row, error) {
+		jobs = append(jobs, job{name: StaticName(d), run: func(progress func(int, int)) (Row, error) {
 			o := base
 			o.Config, o.Static, o.InitialPrefill, o.InitialDecode, o.Progress = scoring, true, d[0], d[1], progress
 			res, err := replay.Run(p.Requests, o)
 			if err != nil {
 				return Row{}, err
 			}
-			row := p.row(fmt.Sprintf("static %dP %dD", d[0], d[1]), KindStatic, 0, res)
+			row := p.row(StaticName(d), KindStatic, 0, res)
 			row.Deployment = fmt.Sprintf("%dP %dD", d[0], d[1])
 			return row, nil
 		}})
@@ -377,7 +389,7 @@ func (p Plan) jobs() ([]job, error) {
 		return nil, fmt.Errorf("evaluate: sweep policy %q is not one of the scenario's", sweep)
 	}
 	for _, d := range p.StartupSweep {
-		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s @%gs", sweep, d.Seconds()), KindSweep, sweepCfg, d))
+		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s @%gs", sweep, d.Seconds()), sweep, KindSweep, sweepCfg, d))
 	}
 	predPolicy := p.PredictorPolicy
 	if predPolicy == "" {
@@ -396,7 +408,7 @@ func (p Plan) jobs() ([]job, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("evaluate: predictor %q: %w", pred, err)
 		}
-		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s/%s", predPolicy, pred), KindPredictor, cfg, sc.StartupDelay()))
+		jobs = append(jobs, p.policyJob(fmt.Sprintf("%s/%s", predPolicy, pred), predPolicy, KindPredictor, cfg, sc.StartupDelay()))
 	}
 	return jobs, nil
 }
@@ -405,11 +417,15 @@ func (p Plan) jobs() ([]job, error) {
 // policies start from.
 const StartWindowSeconds = 60
 
-// initialDeployment is the deployment the policies start from: the smallest static one that
-// serves the requests of the first StartWindowSeconds at the goodput target (a planner takes
-// over a deployment sized for the load of the moment, not one engine per pool).
+// initialDeployment is the deployment the policies start from: the scenario's initial one, or
+// the smallest static one that serves the requests of the first StartWindowSeconds at the
+// goodput target (a planner takes over a deployment sized for the load of the moment, not one
+// engine per pool).
 func (p Plan) initialDeployment() (prefill, decode int, err error) {
 	sc := p.Scenario
+	if sc.Initial != nil {
+		return sc.Initial[0], sc.Initial[1], nil
+	}
 	var first []predict.Request
 	for _, r := range p.Requests {
 		if r.Arrival < StartWindowSeconds {
@@ -423,7 +439,7 @@ func (p Plan) initialDeployment() (prefill, decode int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	res, err := replay.BestStatic(first, replay.OracleOptions{Options: replay.Options{Config: scoring, Profile: p.Profile},
+	res, err := replay.BestStatic(first, replay.OracleOptions{Options: replay.Options{Config: scoring, Profile: p.Profile, EngineConfig: sc.EngineConfig},
 		Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
 		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))})
 	if err != nil {
@@ -432,17 +448,23 @@ func (p Plan) initialDeployment() (prefill, decode int, err error) {
 	return res.Prefill, res.Decode, nil
 }
 
-// policyJob replays the trace under a planner configuration, from the initial deployment.
-func (p Plan) policyJob(name, kind string, cfg config.Config, startup time.Duration) job {
+// policyJob replays the trace under a planner configuration (of the scenario policy
+// policy), from the initial deployment.
+func (p Plan) policyJob(name, policy, kind string, cfg config.Config, startup time.Duration) job {
 	return job{name: name, run: func(progress func(int, int)) (Row, error) {
 		res, err := replay.Run(p.Requests, replay.Options{Config: cfg, Profile: p.Profile, StartupDelay: startup,
-			InitialPrefill: p.start[0], InitialDecode: p.start[1], Progress: progress})
+			InitialPrefill: p.start[0], InitialDecode: p.start[1], EngineConfig: p.Scenario.EngineConfig, Progress: progress})
 		if err != nil {
 			return Row{}, err
 		}
-		return p.row(name, kind, startup, res), nil
+		row := p.row(name, kind, startup, res)
+		row.Policy = policy
+		return row, nil
 	}}
 }
+
+// StaticName is the row name of a static deployment of the scenario.
+func StaticName(d [2]int) string { return fmt.Sprintf("static %dP %dD", d[0], d[1]) }
 
 // row scores a replay from the plan's scoring start: the requests arriving from then on,
 // the GPU-seconds provisioned from then on.
@@ -456,7 +478,7 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 	pre += math.Max(0, res.PrefillGPUSeconds-allP)
 	dec += math.Max(0, res.DecodeGPUSeconds-allD)
 	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: sc.Requests, Finished: sc.Finished,
-		Goodput: sc.Goodput, TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
+		Good: sc.Good, Goodput: sc.Goodput, ScoredSeconds: math.Max(0, res.Duration-from), TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
 		PrefillGPUHours: pre / 3600, DecodeGPUHours: dec / 3600,
 		ScaleActions: res.ScaleActions, Reversals: res.Reversals, Replicas: res.Replicas}
 	if sc.Good > 0 {

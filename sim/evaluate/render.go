@@ -1,8 +1,10 @@
 package evaluate
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -59,6 +61,17 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	if intro, t := rep.published(); t != nil {
+		fmt.Fprintf(w, "\n%s\n", intro)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(t.Header, "\t"))
+		for _, r := range t.Rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if rep.Oracle != "" {
 		fmt.Fprintf(w, "\noracle: %s\n", rep.Oracle)
 	}
@@ -67,12 +80,93 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 // scoring says what the rows score and the lower bound they are compared with.
 func (rep *Report) scoring() string {
-	return fmt.Sprintf("Policies start from %dP %dD (the smallest static deployment serving the first %d s at the target); "+
-		"scored from %g s (the first startup window counts for no run); lower bound %.2f GPU-h "+
+	start := fmt.Sprintf("the smallest static deployment serving the first %d s at the target", StartWindowSeconds)
+	if rep.InitialGiven {
+		start = "the scenario's initial deployment"
+	}
+	from := "the first startup window counts for no run"
+	if rep.ScoredFromS != rep.StartupS {
+		from = "the scenario's scoring start"
+		if rep.ScoredFromS == 0 {
+			from = "every request counts, as a benchmark client counts them"
+		}
+	}
+	return fmt.Sprintf("Policies start from %dP %dD (%s); "+
+		"scored from %g s (%s); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
-		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.InitialPrefill, rep.InitialDecode, StartWindowSeconds,
-		rep.ScoredFromS, rep.LowerBoundGPUHours)
+		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.InitialPrefill, rep.InitialDecode, start,
+		rep.ScoredFromS, from, rep.LowerBoundGPUHours)
 }
+
+// published is the comparison with the published figures: an introduction, and a table
+// with one row per startup delay the published policy ran at. The table is nil without
+// published figures or without the policy's rows.
+func (rep *Report) published() (string, *report.Table) {
+	pub := rep.Published
+	if pub == nil {
+		return "", nil
+	}
+	var runs []Row
+	for _, r := range rep.Rows {
+		if r.Policy == pub.Policy && (r.Kind == KindPolicy || r.Kind == KindSweep) &&
+			!slices.ContainsFunc(runs, func(o Row) bool { return o.StartupS == r.StartupS }) {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return "", nil
+	}
+	slices.SortStableFunc(runs, func(a, b Row) int { return cmp.Compare(a.StartupS, b.StartupS) })
+	base := make([]*Row, len(pub.Gains))
+	var have []string
+	for i, g := range pub.Gains {
+		for j := range rep.Rows {
+			if rep.Rows[j].Kind == KindStatic && rep.Rows[j].Name == StaticName(g.Static) {
+				base[i] = &rep.Rows[j]
+				have = append(have, fmt.Sprintf("%s %.1f%% goodput, %.2f GPU-h", StaticName(g.Static), 100*base[i].Goodput, base[i].GPUHours))
+			}
+		}
+	}
+	intro := fmt.Sprintf("Published: %s. The %s gains over each static deployment, simulated at each startup delay, beside "+
+		"the published ones; goodput is the share of requests within both SLAs, goodput/GPU good requests per GPU-hour. "+
+		"Simulated baselines: %s.", strings.TrimSpace(pub.Source), pub.Policy, strings.Join(have, "; "))
+	t := &report.Table{Title: "Beside the published figures", Header: []string{"startup s", pub.Policy + " goodput", "GPU-h"}}
+	for _, g := range pub.Gains {
+		t.Header = append(t.Header, fmt.Sprintf("vs %dP %dD goodput (published %s)", g.Static[0], g.Static[1], pct(g.GoodputPct)))
+		if g.GoodputPerGPUPct != nil {
+			t.Header = append(t.Header, fmt.Sprintf("vs %dP %dD goodput/GPU (published %s)", g.Static[0], g.Static[1], pct(*g.GoodputPerGPUPct)))
+		}
+	}
+	t.Header = append(t.Header, "ordering as published")
+	for _, r := range runs {
+		cells := []string{fmt.Sprintf("%g", r.StartupS), fmt.Sprintf("%.1f%%", 100*r.Goodput), fmt.Sprintf("%.2f", r.GPUHours)}
+		holds := true
+		for i, g := range pub.Gains {
+			b := base[i]
+			gain, perGPU := "-", "-"
+			if b != nil && b.Good > 0 {
+				v := 100 * (float64(r.Good)/float64(b.Good) - 1)
+				gain = pct(v)
+				holds = holds && (v > 0) == (g.GoodputPct > 0)
+				if r.GPUHours > 0 && b.GPUHours > 0 {
+					perGPU = pct(100 * (float64(r.Good)/r.GPUHours/(float64(b.Good)/b.GPUHours) - 1))
+				}
+			} else {
+				holds = holds && b != nil && r.Good > 0 && g.GoodputPct > 0
+			}
+			cells = append(cells, gain)
+			if g.GoodputPerGPUPct != nil {
+				cells = append(cells, perGPU)
+			}
+		}
+		cells = append(cells, map[bool]string{true: "yes", false: "no"}[holds])
+		t.Rows = append(t.Rows, cells)
+	}
+	return intro, t
+}
+
+// pct formats a gain in percent with its sign.
+func pct(v float64) string { return fmt.Sprintf("%+.0f%%", v) }
 
 func mape(v *float64) string {
 	if v == nil {
@@ -108,6 +202,10 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 			t.Rows = append(t.Rows, []string{p.Predictor, fmt.Sprintf("%g", p.IntervalS), mape(p.MAPEPct), fmt.Sprintf("%.1f", p.MAE), fmt.Sprint(p.Fallbacks)})
 		}
 		page.Tables = append(page.Tables, t)
+	}
+	if pubIntro, t := rep.published(); t != nil {
+		page.Intro += "\n\n" + pubIntro
+		page.Tables = append(page.Tables, *t)
 	}
 	// main are the rows of the main charts; the sweep and predictor rows get their own.
 	main := map[string]bool{KindPolicy: true, KindOracle: true, KindStatic: true}
@@ -199,6 +297,12 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "\nNext-interval request-count MAPE on this trace:\n\n| predictor | interval s | MAPE %% | MAE | fallbacks |\n|---|---|---|---|---|\n")
 		for _, p := range rep.Predictors {
 			fmt.Fprintf(w, "| %s | %g | %s | %.1f | %d |\n", p.Predictor, p.IntervalS, mape(p.MAPEPct), p.MAE, p.Fallbacks)
+		}
+	}
+	if intro, t := rep.published(); t != nil {
+		fmt.Fprintf(w, "\n%s\n\n| %s |\n|%s\n", intro, strings.Join(t.Header, " | "), strings.Repeat("---|", len(t.Header)))
+		for _, r := range t.Rows {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 		}
 	}
 	_, err := fmt.Fprintln(w)

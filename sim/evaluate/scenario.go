@@ -9,8 +9,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/sim/loadgen"
 )
 
@@ -47,9 +50,157 @@ type Scenario struct {
 	// Static are fixed deployments scored beside the best one the search finds, each
 	// [prefill, decode] engines.
 	Static [][2]int `yaml:"static"`
+	// Initial is the [prefill, decode] deployment the policies start from (nil: the
+	// smallest static deployment serving the first StartWindowSeconds at the target).
+	Initial *[2]int `yaml:"initial"`
+	// ScoredFromSeconds is when scoring starts (nil: StartupSeconds, the end of the first
+	// startup window). 0 scores every request, as a benchmark client does.
+	ScoredFromSeconds *float64 `yaml:"scored_from_s"`
+	// Engine overrides the simulated engines' settings (every run's, the oracle's and the
+	// static deployments'); unset fields keep the mocker defaults of sim/engine.
+	Engine EngineSpec `yaml:"engine"`
+	// Published is a published result the scenario reproduces, rendered beside the
+	// simulated one (nil: none).
+	Published *Published `yaml:"published"`
 
 	dir       string // the scenario file's folder: relative trace paths start there
 	generated bool   // the requests come from the caller (robustness cases), not Trace
+}
+
+// EngineSpec overrides sim/engine settings; a zero field keeps engine.DefaultConfig's value.
+type EngineSpec struct {
+	// MaxNumBatchedTokens is the token budget of one pass (1..MaxEngineBatchedTokens).
+	MaxNumBatchedTokens int `yaml:"max_num_batched_tokens"`
+	// MaxNumSeqs is the most requests an engine runs at once (1..MaxEngineSeqs).
+	MaxNumSeqs int `yaml:"max_num_seqs"`
+	// BlockSize is the KV block size in tokens (1..MaxEngineBlockSize).
+	BlockSize int `yaml:"block_size"`
+	// NumGPUBlocks is the KV capacity in blocks (1..MaxEngineGPUBlocks; unset: the profile's
+	// max_kv_tokens / block_size).
+	NumGPUBlocks int `yaml:"num_gpu_blocks"`
+	// SpeedupRatio divides every pass time, DecodeSpeedupRatio the decode part again
+	// (each in (0, MaxEngineSpeedup]): engines faster (> 1) or slower than the profile.
+	SpeedupRatio       float64 `yaml:"speedup_ratio"`
+	DecodeSpeedupRatio float64 `yaml:"decode_speedup_ratio"`
+	// KVTransferGBps is the prefill→decode KV transfer bandwidth in GB/s (in (0,
+	// MaxEngineKVTransferGBps]); KVBytesPerToken the KV size of one token (in (0,
+	// MaxEngineKVBytesPerToken]).
+	KVTransferGBps  float64 `yaml:"kv_transfer_gbps"`
+	KVBytesPerToken float64 `yaml:"kv_bytes_per_token"`
+	// NoChunkedPrefill turns chunked prefill off (a prompt must fit one pass's budget).
+	NoChunkedPrefill bool `yaml:"no_chunked_prefill"`
+}
+
+// Bounds of the engine overrides.
+const (
+	MaxEngineBatchedTokens   = 1 << 20
+	MaxEngineSeqs            = 1 << 16
+	MaxEngineBlockSize       = 4096
+	MaxEngineGPUBlocks       = 1 << 24
+	MaxEngineSpeedup         = 100
+	MaxEngineKVTransferGBps  = 10000
+	MaxEngineKVBytesPerToken = 1 << 24
+)
+
+// validate checks the overrides against their bounds.
+func (e EngineSpec) validate() error {
+	var errs []error
+	count := func(name string, v, hi int) {
+		if v < 0 || v > hi {
+			errs = append(errs, fmt.Errorf("engine: %s %d not in 1..%d", name, v, hi))
+		}
+	}
+	ratio := func(name string, v, hi float64) {
+		if v != 0 && !(v > 0 && v <= hi) {
+			errs = append(errs, fmt.Errorf("engine: %s %v not in (0, %v]", name, v, hi))
+		}
+	}
+	count("max_num_batched_tokens", e.MaxNumBatchedTokens, MaxEngineBatchedTokens)
+	count("max_num_seqs", e.MaxNumSeqs, MaxEngineSeqs)
+	count("block_size", e.BlockSize, MaxEngineBlockSize)
+	count("num_gpu_blocks", e.NumGPUBlocks, MaxEngineGPUBlocks)
+	ratio("speedup_ratio", e.SpeedupRatio, MaxEngineSpeedup)
+	ratio("decode_speedup_ratio", e.DecodeSpeedupRatio, MaxEngineSpeedup)
+	ratio("kv_transfer_gbps", e.KVTransferGBps, MaxEngineKVTransferGBps)
+	ratio("kv_bytes_per_token", e.KVBytesPerToken, MaxEngineKVBytesPerToken)
+	return errors.Join(errs...)
+}
+
+// EngineConfig is the configuration of a new simulated engine of a role: the mocker
+// defaults with the scenario's overrides.
+func (sc *Scenario) EngineConfig(role engine.Role) engine.Config {
+	c := engine.DefaultConfig(role)
+	e := sc.Engine
+	setInt := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	setFloat := func(dst *float64, v float64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	setInt(&c.MaxNumBatchedTokens, e.MaxNumBatchedTokens)
+	setInt(&c.MaxNumSeqs, e.MaxNumSeqs)
+	setInt(&c.BlockSize, e.BlockSize)
+	setInt(&c.NumGPUBlocks, e.NumGPUBlocks)
+	setFloat(&c.SpeedupRatio, e.SpeedupRatio)
+	setFloat(&c.DecodeSpeedupRatio, e.DecodeSpeedupRatio)
+	setFloat(&c.KVTransferBandwidth, e.KVTransferGBps*1e9)
+	setFloat(&c.KVBytesPerToken, e.KVBytesPerToken)
+	if e.NoChunkedPrefill {
+		c.EnableChunkedPrefill = false
+	}
+	return c
+}
+
+// Published is a published result: a policy's goodput gains over static deployments, as
+// the source reports them.
+type Published struct {
+	// Source says where the figures come from (at most 500 characters).
+	Source string `yaml:"source"`
+	// Policy is the scenario policy the figures are about.
+	Policy string `yaml:"policy"`
+	// Gains are the policy's published gains, one per baseline (1..MaxPublishedGains).
+	Gains []PublishedGain `yaml:"gains"`
+}
+
+// MaxPublishedGains bounds Published.Gains.
+const MaxPublishedGains = 16
+
+// PublishedGain is a published improvement of the policy over one static deployment.
+type PublishedGain struct {
+	// Static is the baseline, [prefill, decode] engines: one of the scenario's static
+	// deployments.
+	Static [2]int `yaml:"static"`
+	// GoodputPct is the goodput improvement in percent (+52 is 1.52×).
+	GoodputPct float64 `yaml:"goodput_pct"`
+	// GoodputPerGPUPct is the goodput-per-GPU improvement in percent (nil: not published).
+	GoodputPerGPUPct *float64 `yaml:"goodput_per_gpu_pct"`
+}
+
+// validate checks the published figures against the scenario's static deployments.
+func (p *Published) validate(static [][2]int) error {
+	switch {
+	case p.Policy == "":
+		return errors.New("published: no policy")
+	case len(p.Source) > 500:
+		return errors.New("published: source longer than 500 characters")
+	case len(p.Gains) == 0 || len(p.Gains) > MaxPublishedGains:
+		return fmt.Errorf("published: 1 to %d gains", MaxPublishedGains)
+	}
+	for i, g := range p.Gains {
+		if !slices.Contains(static, g.Static) {
+			return fmt.Errorf("published: gains[%d]: %dP %dD is not one of the scenario's static deployments", i, g.Static[0], g.Static[1])
+		}
+		for _, v := range []*float64{&g.GoodputPct, g.GoodputPerGPUPct} {
+			if v != nil && !(*v > -100 && !math.IsInf(*v, 1)) {
+				return fmt.Errorf("published: gains[%d]: %v%% is not a finite gain above -100%%", i, *v)
+			}
+		}
+	}
+	return nil
 }
 
 // SLA is the latency objective of a request.
@@ -152,6 +303,9 @@ func LoadScenario(path string) (*Scenario, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if p := sc.Published; p != nil && !slices.ContainsFunc(sc.Policies, func(ps PolicySpec) bool { return ps.Name == p.Policy }) {
+		return nil, fmt.Errorf("%w: %s: published: policy %q is not one of the scenario's", ErrInvalidScenario, path, p.Policy)
+	}
 	return &sc, nil
 }
 
@@ -180,6 +334,20 @@ func (sc *Scenario) Validate() error {
 		if d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0] {
 			return bad("static[%d]: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", i, d[0], d[1], sc.MaxGPUBudget)
 		}
+	}
+	if f := sc.ScoredFromSeconds; f != nil && !(*f >= 0 && !math.IsInf(*f, 1)) {
+		return bad("scored_from_s must be a finite number ≥ 0")
+	}
+	if err := sc.Engine.validate(); err != nil {
+		return bad("%v", err)
+	}
+	if p := sc.Published; p != nil {
+		if err := p.validate(sc.Static); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if d := sc.Initial; d != nil && (d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0]) {
+		return bad("initial: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", d[0], d[1], sc.MaxGPUBudget)
 	}
 	if sc.Trace.Speedup == 0 {
 		sc.Trace.Speedup = 1
@@ -228,10 +396,16 @@ func (s *SinusoidSpec) options() loadgen.SinusoidOptions {
 		PeriodS: s.PeriodSeconds, ISL: s.ISL, OSL: s.OSL, Seed: s.Seed}
 }
 
-// ScoredFrom is when the scenario's runs start being scored (seconds): after the first
-// startup window, since the policies start from one engine per pool, the static
-// deployments from their own size and the oracle from what it ordered ahead.
-func (sc *Scenario) ScoredFrom() float64 { return sc.StartupSeconds }
+// ScoredFrom is when the scenario's runs start being scored (seconds): scored_from_s when
+// given, else after the first startup window, since the policies start from their initial
+// deployment, the static deployments from their own size and the oracle from what it
+// ordered ahead.
+func (sc *Scenario) ScoredFrom() float64 {
+	if sc.ScoredFromSeconds != nil {
+		return *sc.ScoredFromSeconds
+	}
+	return sc.StartupSeconds
+}
 
 // StartupDelay is the scenario's engine startup delay.
 func (sc *Scenario) StartupDelay() time.Duration {
