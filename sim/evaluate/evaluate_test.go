@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/sim/replay"
 )
 
@@ -86,6 +87,18 @@ func TestLoadScenario(t *testing.T) {
 		"static too big":    {validScenario + "static: [[4, 5]]\n", "static[0]"},
 		"static empty pool": {validScenario + "static: [[0, 2]]\n", "static[0]"},
 		"duplicate policy":  {validScenario + "policies: [{name: a, builtin: dynamo-default}, {name: a, builtin: dynamo-default}]\n", "twice"},
+		"initial too big":   {validScenario + "initial: [4, 5]\n", "initial"},
+		"initial empty":     {validScenario + "initial: [1, 0]\n", "initial"},
+		"scored from":       {validScenario + "scored_from_s: -1\n", "scored_from_s"},
+		"engine seqs":       {validScenario + "engine: {max_num_seqs: 100000}\n", "max_num_seqs"},
+		"engine negative":   {validScenario + "engine: {block_size: -1}\n", "block_size"},
+		"engine speedup":    {validScenario + "engine: {speedup_ratio: -2}\n", "speedup_ratio"},
+		"engine bandwidth":  {validScenario + "engine: {kv_transfer_gbps: .nan}\n", "kv_transfer_gbps"},
+		"engine unknown":    {validScenario + "engine: {warp_drive: 1}\n", "warp_drive"},
+		"published static":  {validScenario + "static: [[2, 2]]\npublished: {policy: ahead, gains: [{static: [3, 1], goodput_pct: 5}]}\n", "3P 1D is not one"},
+		"published policy":  {validScenario + "static: [[2, 2]]\npublished: {policy: nope, gains: [{static: [2, 2], goodput_pct: 5}]}\n", `policy "nope"`},
+		"published no gain": {validScenario + "static: [[2, 2]]\npublished: {policy: ahead, gains: []}\n", "1 to 16 gains"},
+		"published -100%":   {validScenario + "static: [[2, 2]]\npublished: {policy: ahead, gains: [{static: [2, 2], goodput_pct: -100}]}\n", "-100%"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))
@@ -159,6 +172,110 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	var table bytes.Buffer
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "oracle")
+}
+
+// TestRun_InitialScoringEngineAndPublished: a scenario that gives the initial deployment,
+// scores every request, overrides the engines and carries published gains.
+func TestRun_InitialScoringEngineAndPublished(t *testing.T) {
+	body := validScenario + `
+initial: [1, 1]
+scored_from_s: 0
+static: [[2, 2], [1, 1]]
+policies: [{name: p, builtin: dynamo-sla}]
+published:
+  source: a paper
+  policy: p
+  gains:
+    - {static: [2, 2], goodput_pct: 52, goodput_per_gpu_pct: 29}
+    - {static: [1, 1], goodput_pct: 700}
+`
+	sc, err := LoadScenario(writeScenario(t, body))
+	require.NoError(t, err)
+	plan := Plan{Scenario: sc, Requests: stepTrace(), TraceDesc: "step", Profile: profile(t), StartupSweep: []time.Duration{0, 30 * time.Second}}
+	rep, err := Run(context.Background(), plan)
+	require.NoError(t, err)
+	require.Equal(t, 0.0, rep.ScoredFromS)
+	require.True(t, rep.InitialGiven)
+	require.Equal(t, [2]int{1, 1}, [2]int{rep.InitialPrefill, rep.InitialDecode})
+	byName := map[string]Row{}
+	for _, r := range rep.Rows {
+		byName[r.Name] = r
+		require.Equal(t, len(plan.Requests), r.Requests, "%s: every request is scored", r.Name)
+		require.Positive(t, r.ScoredSeconds)
+	}
+	require.Equal(t, "p", byName["p @30s"].Policy)
+	require.Equal(t, "", byName["static 2P 2D"].Policy)
+	// The policy at 30 s is the scenario's own run: one row per startup delay in the comparison.
+	require.Equal(t, byName["p"].Good, byName["p @30s"].Good)
+
+	intro, tab := rep.published()
+	require.NotNil(t, tab)
+	require.Contains(t, intro, "Published: a paper.")
+	require.Equal(t, []string{"startup s", "p goodput", "GPU-h", "vs 2P 2D goodput (published +52%)",
+		"vs 2P 2D goodput/GPU (published +29%)", "vs 1P 1D goodput (published +700%)", "ordering as published"}, tab.Header)
+	require.Len(t, tab.Rows, 2, "startup 0 and 30 s")
+	require.Equal(t, "0", tab.Rows[0][0])
+	require.Equal(t, "30", tab.Rows[1][0])
+	p, b := byName["p @30s"], byName["static 2P 2D"]
+	require.Equal(t, pct(100*(float64(p.Good)/float64(b.Good)-1)), tab.Rows[1][3])
+	require.Equal(t, pct(100*(float64(p.Good)/p.GPUHours/(float64(b.Good)/b.GPUHours)-1)), tab.Rows[1][4])
+	one := byName["static 1P 1D"]
+	want := "yes"
+	if !(p.Good > b.Good && p.Good > one.Good) {
+		want = "no"
+	}
+	require.Equal(t, want, tab.Rows[1][6])
+
+	var md, table, html bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| startup s | p goodput | GPU-h |")
+	require.Contains(t, md.String(), "(the scenario's initial deployment)")
+	require.Contains(t, md.String(), "scored from 0 s (every request counts")
+	require.NoError(t, rep.WriteTable(&table))
+	require.Contains(t, table.String(), "ordering as published")
+	require.NoError(t, rep.WriteHTML(&html))
+	require.Contains(t, html.String(), "Beside the published figures")
+
+	// Faster engines (the engine section) serve the same trace better.
+	fast := *sc
+	fast.Engine = EngineSpec{SpeedupRatio: 3}
+	rep2, err := Run(context.Background(), Plan{Scenario: &fast, Requests: plan.Requests, TraceDesc: "step", Profile: plan.Profile})
+	require.NoError(t, err)
+	require.Equal(t, "static 1P 1D", rep2.Rows[2].Name)
+	require.Less(t, one.Good, len(plan.Requests), "1P 1D misses at the profile's speed")
+	require.Greater(t, rep2.Rows[2].Good, one.Good, "static 1P 1D at 3× the profile's speed")
+}
+
+func TestScenario_EngineConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		spec EngineSpec
+		want func(*engine.Config)
+	}{
+		{"defaults", EngineSpec{}, func(*engine.Config) {}},
+		{"batching", EngineSpec{MaxNumBatchedTokens: 4096, MaxNumSeqs: 64, BlockSize: 128, NumGPUBlocks: 1000},
+			func(c *engine.Config) {
+				c.MaxNumBatchedTokens, c.MaxNumSeqs, c.BlockSize, c.NumGPUBlocks = 4096, 64, 128, 1000
+			}},
+		{"speed", EngineSpec{SpeedupRatio: 1.5, DecodeSpeedupRatio: 0.5},
+			func(c *engine.Config) { c.SpeedupRatio, c.DecodeSpeedupRatio = 1.5, 0.5 }},
+		{"kv transfer", EngineSpec{KVTransferGBps: 450, KVBytesPerToken: 65536},
+			func(c *engine.Config) { c.KVTransferBandwidth, c.KVBytesPerToken = 450e9, 65536 }},
+		{"no chunked prefill", EngineSpec{NoChunkedPrefill: true}, func(c *engine.Config) { c.EnableChunkedPrefill = false }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &Scenario{Engine: tc.spec}
+			require.NoError(t, tc.spec.validate())
+			for _, role := range []engine.Role{engine.RolePrefill, engine.RoleDecode} {
+				want := engine.DefaultConfig(role)
+				tc.want(&want)
+				got := sc.EngineConfig(role)
+				require.Equal(t, want, got)
+				require.NoError(t, got.Validate())
+			}
+		})
+	}
 }
 
 func TestRun_Errors(t *testing.T) {
