@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/engine"
@@ -336,4 +337,41 @@ func TestRow_KeepsChargesOutsideTheSamples(t *testing.T) {
 	from := sc.ScoredFrom()
 	require.InDelta(t, (100-from+60)/3600, row.PrefillGPUHours, 1e-12)
 	require.InDelta(t, (100-from)/3600, row.DecodeGPUHours, 1e-12)
+}
+
+// TestShippedScenarios: every scenario in scenarios/ loads, and dynamo-sla-e2e runs the
+// planner as Dynamo's E2E test did (planner_sla --ttft 200 --itl 10 --adjustment-interval=60
+// --no-correction, the CLI defaults otherwise) from 1P 1D, scoring every request.
+func TestShippedScenarios(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	byName := map[string]*Scenario{}
+	for _, f := range files {
+		sc, err := LoadScenario(f)
+		require.NoError(t, err, f)
+		byName[sc.Name] = sc
+	}
+	sc := byName["dynamo-sla-e2e"]
+	require.NotNil(t, sc)
+	require.Equal(t, &[2]int{1, 1}, sc.Initial)
+	require.Equal(t, 0.0, sc.ScoredFrom())
+	require.Equal(t, [][2]int{{2, 2}, {3, 1}}, sc.Static)
+	require.Equal(t, EngineSpec{}, sc.Engine, "the mocker's engine defaults")
+	require.Len(t, sc.Policies, 1)
+	cfg, err := sc.PolicyConfig(sc.Policies[0])
+	require.NoError(t, err)
+	require.Equal(t, 200.0, cfg.TTFTMs)
+	require.Equal(t, 10.0, cfg.ITLMs)
+	require.Equal(t, 60, cfg.ThroughputAdjustmentIntervalSeconds)
+	require.True(t, cfg.EnableThroughputScaling)
+	require.False(t, cfg.EnableLoadScaling)
+	require.True(t, cfg.NoCorrection)
+	require.Equal(t, config.SizingInterpolation, cfg.ThroughputSizing)
+	require.Equal(t, config.PredictorARIMA, cfg.LoadPredictor)
+	require.Equal(t, 8, cfg.MaxGPUBudget)
+	require.Equal(t, 1, cfg.MinEndpoint)
+	require.False(t, cfg.Ahead(), "Dynamo's loops, not the ahead policy")
+	require.Equal(t, sc.Policies[0].Name, sc.Published.Policy)
+	require.Len(t, sc.Published.Gains, 2)
 }
