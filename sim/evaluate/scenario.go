@@ -159,11 +159,11 @@ func (sc *Scenario) EngineConfig(role engine.Role) engine.Config {
 // the source reports them.
 type Published struct {
 	// Source says where the figures come from (at most 500 characters).
-	Source string `yaml:"source"`
+	Source string `yaml:"source" json:"source"`
 	// Policy is the scenario policy the figures are about.
-	Policy string `yaml:"policy"`
+	Policy string `yaml:"policy" json:"policy"`
 	// Gains are the policy's published gains, one per baseline (1..MaxPublishedGains).
-	Gains []PublishedGain `yaml:"gains"`
+	Gains []PublishedGain `yaml:"gains" json:"gains"`
 }
 
 // MaxPublishedGains bounds Published.Gains.
@@ -173,11 +173,11 @@ const MaxPublishedGains = 16
 type PublishedGain struct {
 	// Static is the baseline, [prefill, decode] engines: one of the scenario's static
 	// deployments.
-	Static [2]int `yaml:"static"`
+	Static [2]int `yaml:"static" json:"static"`
 	// GoodputPct is the goodput improvement in percent (+52 is 1.52×).
-	GoodputPct float64 `yaml:"goodput_pct"`
+	GoodputPct float64 `yaml:"goodput_pct" json:"goodput_pct"`
 	// GoodputPerGPUPct is the goodput-per-GPU improvement in percent (nil: not published).
-	GoodputPerGPUPct *float64 `yaml:"goodput_per_gpu_pct"`
+	GoodputPerGPUPct *float64 `yaml:"goodput_per_gpu_pct" json:"goodput_per_gpu_pct,omitempty"`
 }
 
 // validate checks the published figures against the scenario's static deployments.
