@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/sim/report"
 )
 
@@ -67,10 +68,18 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 // scoring says what the rows score and the lower bound they are compared with.
 func (rep *Report) scoring() string {
-	return fmt.Sprintf("Policies start from %dP %dD (the smallest static deployment serving the first %d s at the target); "+
+	start := fmt.Sprintf("%dP %dD", rep.InitialPrefill, rep.InitialDecode)
+	if rep.Mode == string(config.ModeAgg) {
+		start = fmt.Sprintf("%d aggregated engines (shown as D)", rep.InitialDecode)
+	}
+	why := fmt.Sprintf("the smallest static deployment serving the first %d s at the target", StartWindowSeconds)
+	if rep.InitialGiven {
+		why = "the scenario's initial deployment"
+	}
+	return fmt.Sprintf("Policies start from %s (%s); "+
 		"scored from %g s (the first startup window counts for no run); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
-		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.InitialPrefill, rep.InitialDecode, StartWindowSeconds,
+		"or idle engine; \"÷ bound\" is GPU-h over it).", start, why,
 		rep.ScoredFromS, rep.LowerBoundGPUHours)
 }
 

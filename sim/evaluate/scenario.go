@@ -29,6 +29,10 @@ type Scenario struct {
 	// Name identifies the scenario in tables; Description says what it is.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
+	// Mode is the deployment shape every run simulates: disagg (a prefill and a decode pool,
+	// the default) or agg (one pool of aggregated engines, Dynamo's single decode
+	// component). It is set on every policy's configuration.
+	Mode config.Mode `yaml:"mode"`
 	// Trace is the requests replayed.
 	Trace TraceSpec `yaml:"trace"`
 	// SLA is what a request must meet to be good.
@@ -45,8 +49,12 @@ type Scenario struct {
 	// Policies are the planner configurations compared (default: the built-in ones).
 	Policies []PolicySpec `yaml:"policies"`
 	// Static are fixed deployments scored beside the best one the search finds, each
-	// [prefill, decode] engines.
-	Static [][2]int `yaml:"static"`
+	// [prefill, decode] engines (agg: [engines]).
+	Static [][]int `yaml:"static"`
+	// Initial is the deployment every policy starts from, [prefill, decode] engines (agg:
+	// [engines]); empty: the smallest static deployment serving the first
+	// StartWindowSeconds of the trace at the goodput target.
+	Initial []int `yaml:"initial"`
 
 	dir       string // the scenario file's folder: relative trace paths start there
 	generated bool   // the requests come from the caller (robustness cases), not Trace
@@ -110,6 +118,10 @@ const (
 	PolicyDynamoDefault = "dynamo-default"
 )
 
+// AggPolicies are the built-in policies that run in mode agg, in table order: ahead does
+// not size aggregated deployments (config rejects scaling_policy ahead with mode agg).
+var AggPolicies = []string{PolicyDynamoSLA, PolicyDynamoDefault}
+
 // builtins are the built-in policies' settings on top of config.Default.
 var builtins = map[string]string{
 	PolicyAhead: `
@@ -169,16 +181,28 @@ func (sc *Scenario) Validate() error {
 		return bad("goodput_target %v not in (0, 1]", sc.GoodputTarget)
 	case sc.StartupSeconds < 0:
 		return bad("startup_s must be ≥ 0")
-	case sc.MaxGPUBudget < 2:
+	case sc.Mode != "" && sc.Mode != config.ModeDisagg && sc.Mode != config.ModeAgg:
+		return bad("mode %q: want %q or %q", sc.Mode, config.ModeDisagg, config.ModeAgg)
+	case sc.Mode == config.ModeAgg && sc.MaxGPUBudget < 1:
+		return bad("max_gpu_budget must be ≥ 1 (one aggregated engine)")
+	case sc.Mode != config.ModeAgg && sc.MaxGPUBudget < 2:
 		return bad("max_gpu_budget must be ≥ 2 (one engine of each role)")
 	case sc.OracleIntervalSeconds < 0:
 		return bad("oracle_interval_s must be ≥ 0")
 	case sc.Trace.Speedup < 0 || sc.Trace.FromSeconds < 0 || sc.Trace.LengthSeconds < 0 || sc.Trace.MaxContext < 0:
 		return bad("trace: from_s, length_s, speedup and max_context must be ≥ 0")
 	}
+	if sc.Mode == "" {
+		sc.Mode = config.ModeDisagg
+	}
 	for i, d := range sc.Static {
-		if d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0] {
-			return bad("static[%d]: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", i, d[0], d[1], sc.MaxGPUBudget)
+		if err := sc.checkDeployment(d); err != nil {
+			return bad("static[%d]: %v", i, err)
+		}
+	}
+	if len(sc.Initial) > 0 {
+		if err := sc.checkDeployment(sc.Initial); err != nil {
+			return bad("initial: %v", err)
 		}
 	}
 	if sc.Trace.Speedup == 0 {
@@ -194,7 +218,11 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 	if len(sc.Policies) == 0 {
-		for _, b := range BuiltinPolicies {
+		builtin := BuiltinPolicies
+		if sc.Mode == config.ModeAgg {
+			builtin = AggPolicies
+		}
+		for _, b := range builtin {
 			sc.Policies = append(sc.Policies, PolicySpec{Name: b, Builtin: b})
 		}
 	}
@@ -223,13 +251,48 @@ func (sc *Scenario) Validate() error {
 	return nil
 }
 
+// checkDeployment checks a [prefill, decode] (agg: [engines]) deployment against the mode
+// and the budget.
+func (sc *Scenario) checkDeployment(d []int) error {
+	if sc.Mode == config.ModeAgg {
+		if len(d) != 1 || d[0] < 1 || d[0] > sc.MaxGPUBudget {
+			return fmt.Errorf("%v: mode agg takes [engines], 1 to max_gpu_budget (%d)", d, sc.MaxGPUBudget)
+		}
+		return nil
+	}
+	if len(d) != 2 {
+		return fmt.Errorf("%v: mode disagg takes [prefill, decode]", d)
+	}
+	if d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0] {
+		return fmt.Errorf("%dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", d[0], d[1], sc.MaxGPUBudget)
+	}
+	return nil
+}
+
+// Deployment returns a [prefill, decode] (agg: [engines]) deployment as the replay's
+// initial prefill and decode engines (agg: 0 and the engines).
+func (sc *Scenario) Deployment(d []int) (prefill, decode int) {
+	if sc.Mode == config.ModeAgg {
+		return 0, d[0]
+	}
+	return d[0], d[1]
+}
+
+// DeploymentName names a deployment of the scenario's mode ("2P 2D", "4 agg").
+func (sc *Scenario) DeploymentName(prefill, decode int) string {
+	if sc.Mode == config.ModeAgg {
+		return fmt.Sprintf("%d agg", decode)
+	}
+	return fmt.Sprintf("%dP %dD", prefill, decode)
+}
+
 func (s *SinusoidSpec) options() loadgen.SinusoidOptions {
 	return loadgen.SinusoidOptions{DurationS: s.DurationSeconds, MinRPS: s.MinRPS, MaxRPS: s.MaxRPS,
 		PeriodS: s.PeriodSeconds, ISL: s.ISL, OSL: s.OSL, Seed: s.Seed}
 }
 
 // ScoredFrom is when the scenario's runs start being scored (seconds): after the first
-// startup window, since the policies start from one engine per pool, the static
+// startup window, since the policies start from their initial deployment, the static
 // deployments from their own size and the oracle from what it ordered ahead.
 func (sc *Scenario) ScoredFrom() float64 { return sc.StartupSeconds }
 
@@ -295,8 +358,9 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // PolicyConfig builds a policy's planner configuration: Dynamo's defaults, the policy's
-// settings, then the scenario's SLA and GPU budget, disaggregated on the virtual
-// environment.
+// settings, then the scenario's SLA, GPU budget and mode, on the virtual environment. The
+// built-in ahead policy in mode agg is refused (config: ahead does not size aggregated
+// deployments).
 func (sc *Scenario) PolicyConfig(p PolicySpec) (config.Config, error) {
 	src, text := p.Name, p.Config
 	switch {
@@ -329,7 +393,10 @@ func (sc *Scenario) PolicyConfig(p PolicySpec) (config.Config, error) {
 func (sc *Scenario) apply(cfg config.Config) (config.Config, error) {
 	cfg.TTFTMs, cfg.ITLMs = sc.SLA.TTFTMs, sc.SLA.ITLMs
 	cfg.MaxGPUBudget = sc.MaxGPUBudget
-	cfg.Mode, cfg.Environment = config.ModeDisagg, config.EnvVirtual
+	cfg.Mode, cfg.Environment = sc.Mode, config.EnvVirtual
+	if cfg.Mode == "" {
+		cfg.Mode = config.ModeDisagg
+	}
 	if err := cfg.Validate(); err != nil {
 		return config.Config{}, fmt.Errorf("%w: %w", ErrInvalidScenario, err)
 	}
