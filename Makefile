@@ -64,7 +64,10 @@ fuzz: ## Run every Fuzz* target in the module (found by go test -list), one at a
 	done <<< "$$targets"; \
 	echo "make fuzz: $$count fuzz targets ran for $(FUZZTIME) each"
 
-BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation
+BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation sinusoid-rr-5-45-agg mooncake-conversation-agg
+# Dynamo's planner-replay benchmark (agg) with its published startup sweep (docs/simulate.md).
+DYNAMO_REPLAY_SCENARIOS := dynamo-replay-mooncake-agg dynamo-replay-mooncake-agg-4x
+DYNAMO_REPLAY_SWEEP := 0,30,60,90,120,150,200,300
 BENCH_OUT := bench-sim-out
 # The robustness benchmark's cases: seed 3 was not looked at while the ahead policy was tuned (seed 1 was, and seed 2's case 19).
 ROBUST_CASES := 20
@@ -77,6 +80,10 @@ bench-sim: ## Score the policies on every scenario against the oracle and baseli
 	@for s in $(BENCH_SCENARIOS); do \
 		$(TOOLS)/planner simulate --scenario scenarios/$$s.yaml --out $(BENCH_OUT) --markdown \
 			--startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet --predictor-policy dynamo-sla >> $(BENCH_OUT)/results.md || exit 1; \
+	done
+	@for s in $(DYNAMO_REPLAY_SCENARIOS); do \
+		$(TOOLS)/planner simulate --scenario scenarios/$$s.yaml --out $(BENCH_OUT) --markdown \
+			--startup-sweep $(DYNAMO_REPLAY_SWEEP) --sweep-policy dynamo-replay >> $(BENCH_OUT)/results.md || exit 1; \
 	done
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
 	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md 'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"} \
