@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,4 +83,18 @@ func TestRun_AggPoliciesOracleAndStatic(t *testing.T) {
 	var table strings.Builder
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "1 aggregated engines")
+}
+
+func TestScenarioFiles_Load(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	modes := map[config.Mode]int{}
+	for _, p := range paths {
+		sc, err := LoadScenario(p)
+		require.NoError(t, err, p)
+		modes[sc.Mode]++
+	}
+	require.Positive(t, modes[config.ModeAgg], "agg scenarios ship")
+	require.Positive(t, modes[config.ModeDisagg])
 }
