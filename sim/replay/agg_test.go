@@ -1,10 +1,12 @@
 package replay
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/predict"
 	"github.com/stretchr/testify/require"
 )
@@ -96,4 +98,56 @@ func TestRun_AggInvalidOptions(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestStepper_AggReportsOneDecodePoolAndRefusesPrefill(t *testing.T) {
+	now := 0.0
+	st, err := NewStepper(steps(step{0, 60, 2, 1000, 20}), aggOptions(t, 1), func() float64 { return now })
+	require.NoError(t, err)
+	inv, err := st.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Nil(t, inv.ReadyPrefill, "agg has no prefill pool")
+	require.Nil(t, inv.Capabilities.Prefill)
+	require.Equal(t, 1, *inv.ReadyDecode)
+	require.Positive(t, inv.Capabilities.Decode.MaxNumBatchedTokens, "the agg decisions need the chunk size")
+
+	one, three := 1, 3
+	err = st.Apply(context.Background(), 1, connectors.Targets{Prefill: &one, Decode: &three})
+	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
+	require.Empty(t, st.Applied(), "a refused decision changes nothing")
+
+	now = 10
+	require.NoError(t, st.Apply(context.Background(), 1, connectors.Targets{Decode: &three}))
+	inv, err = st.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, *inv.ExpectedDecode)
+	require.True(t, inv.DecodeScalingInProgress, "two aggregated engines are starting")
+	fpm, err := st.ReadFPM(time.Time{})
+	require.NoError(t, err)
+	require.Empty(t, fpm.Prefill)
+	require.Len(t, fpm.Decode, 1, "the ready aggregated engine's FPM, as decode")
+}
+
+func TestOracleAndBestStatic_Agg(t *testing.T) {
+	reqs := steps(step{0, 120, 1, 3000, 50}, step{120, 240, 30, 3000, 50}, step{240, 360, 1, 3000, 50})
+	o := OracleOptions{Options: aggOptions(t, 0), Target: 0.9, MaxDecode: 8, MaxPrefill: 8, Interval: time.Minute}
+	o.Config.TTFTMs, o.Config.ITLMs = 1000, 50
+	bs, err := BestStatic(reqs, o)
+	require.NoError(t, err)
+	require.True(t, bs.Feasible)
+	require.Zero(t, bs.Prefill, "agg: no prefill pool")
+	require.Greater(t, bs.Decode, 1, "the step needs more than one aggregated engine")
+	require.GreaterOrEqual(t, bs.Goodput, 0.9)
+	require.Zero(t, bs.PrefillGPUSeconds)
+
+	or, err := Oracle(reqs, o)
+	require.NoError(t, err)
+	require.Zero(t, or.Infeasible)
+	lo, hi := or.Schedule[0].Decode, 0
+	for _, s := range or.Schedule {
+		require.Zero(t, s.Prefill)
+		lo, hi = min(lo, s.Decode), max(hi, s.Decode)
+	}
+	require.Less(t, lo, hi, "the oracle follows the step")
+	require.Less(t, or.GPUSeconds, bs.GPUSeconds)
 }
