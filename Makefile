@@ -64,12 +64,17 @@ fuzz: ## Run every Fuzz* target in the module (found by go test -list), one at a
 	done <<< "$$targets"; \
 	echo "make fuzz: $$count fuzz targets ran for $(FUZZTIME) each"
 
-BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation dynamo-sla-e2e
+BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation sinusoid-rr-5-45-agg mooncake-conversation-agg \
+	dynamo-sla-e2e dynamo-replay-mooncake-agg dynamo-replay-mooncake-agg-4x
 # The flags of every scenario's run, unless BENCH_FLAGS_<scenario> replaces them.
 BENCH_FLAGS := --startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet --predictor-policy dynamo-sla
 # Dynamo's SLA-planner E2E test: its own planner and statics only, and the startup sweep that shows where the
 # published ordering holds (docs/fidelity.md).
 BENCH_FLAGS_dynamo-sla-e2e := --baselines none --startup-sweep 0,10,20,30,45,60,90,120
+# Dynamo's planner-replay benchmark (agg) with its published startup sweep (docs/simulate.md).
+DYNAMO_REPLAY_FLAGS := --startup-sweep 0,30,60,90,120,150,200,300 --sweep-policy dynamo-replay
+BENCH_FLAGS_dynamo-replay-mooncake-agg := $(DYNAMO_REPLAY_FLAGS)
+BENCH_FLAGS_dynamo-replay-mooncake-agg-4x := $(DYNAMO_REPLAY_FLAGS)
 BENCH_OUT := bench-sim-out
 # The robustness benchmark's cases: seed 3 was not looked at while the ahead policy was tuned (seed 1 was, and seed 2's case 19).
 ROBUST_CASES := 20

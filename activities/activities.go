@@ -186,9 +186,12 @@ func (a *Activities) Init(ctx context.Context, req workflows.InitRequest) (workf
 		if profile == nil {
 			notes = append(notes, fmt.Sprintf("no profile (%v): the perf models wait for %d live FPM samples", e.profileErr, req.Config.LoadMinObservations))
 		} else {
-			boot.PrefillFPMs = perf.PrefillBootstrapFPMs(profile.Prefill)
-			boot.DecodeFPMs = perf.DecodeBootstrapFPMs(profile.Decode)
-			notes = append(notes, fmt.Sprintf("perf models seeded from %s: %d prefill and %d decode points", profile.Dir, len(boot.PrefillFPMs), len(boot.DecodeFPMs)))
+			boot = scaling.ProfileBootstrap(profile, req.Config.Mode)
+			if req.Config.Mode == config.ModeAgg {
+				notes = append(notes, fmt.Sprintf("aggregated perf model seeded from %s: %d prefill and decode points", profile.Dir, len(boot.AggFPMs)))
+			} else {
+				notes = append(notes, fmt.Sprintf("perf models seeded from %s: %d prefill and %d decode points", profile.Dir, len(boot.PrefillFPMs), len(boot.DecodeFPMs)))
+			}
 		}
 	}
 	if path := req.Config.LoadPredictorWarmupTrace; path != nil && req.Config.EnableThroughputScaling {

@@ -100,6 +100,33 @@ type Bootstrap struct {
 	WarmupWindows []predict.Window
 }
 
+// ProfileBootstrap is the Bootstrap a pre-deployment profile gives the perf models of a
+// planner in mode: its prefill points (sum_prefill_tokens = ISL, wall time = TTFT) and
+// decode points (sum_decode_kv_tokens, wall time = ITL), converted as Dynamo converts
+// profile_results_dir. An aggregated model (mode agg) is seeded with both sets: its 2-D
+// regression (wall time over scheduled prefill tokens and decode KV tokens) gets a
+// prefill-only and a decode-only edge to fit, which keeps its coefficients positive while
+// the live, mixed passes accumulate. A nil profile, or a nil side, seeds nothing for it.
+func ProfileBootstrap(profile *perf.Profile, mode config.Mode) Bootstrap {
+	var boot Bootstrap
+	if profile == nil {
+		return boot
+	}
+	var pre, dec []perf.FPM
+	if profile.Prefill != nil {
+		pre = perf.PrefillBootstrapFPMs(profile.Prefill)
+	}
+	if profile.Decode != nil {
+		dec = perf.DecodeBootstrapFPMs(profile.Decode)
+	}
+	if mode == config.ModeAgg {
+		boot.AggFPMs = append(append([]perf.FPM(nil), pre...), dec...)
+		return boot
+	}
+	boot.PrefillFPMs, boot.DecodeFPMs = pre, dec
+	return boot
+}
+
 // Tick describes the next tick: when it is due, which loops run, and what it must observe
 // (Dynamo's ScheduledTick).
 type Tick struct {

@@ -67,6 +67,15 @@ func TestPlannerWorkflow_DecidesLikeTheDirectReplay(t *testing.T) {
 		require.NoError(t, cfg.Validate())
 		twoPaths(t, cfg)
 	})
+	// An aggregated deployment: one pool of engines that prefill and decode, sized by
+	// Dynamo's agg decisions (the 2-D regression for TTFT and ITL) on the decode component.
+	t.Run("agg", func(t *testing.T) {
+		cfg := simConfig(t)
+		cfg.Mode = config.ModeAgg
+		cfg.TTFTMs, cfg.ITLMs = 500, 50
+		require.NoError(t, cfg.Validate())
+		twoPaths(t, cfg)
+	})
 }
 
 func twoPaths(t *testing.T, cfg config.Config) {
@@ -74,7 +83,11 @@ func twoPaths(t *testing.T, cfg config.Config) {
 	require.NoError(t, err)
 	reqs, err := loadgen.Sinusoid(loadgen.SinusoidOptions{DurationS: 900, MinRPS: 1, MaxRPS: 24, PeriodS: 600, ISL: 3000, OSL: 150, Seed: 7})
 	require.NoError(t, err)
-	o := replay.Options{Config: cfg, Profile: prof, StartupDelay: 60 * time.Second, InitialPrefill: 1, InitialDecode: 1}
+	initialPrefill := 1
+	if cfg.Mode == config.ModeAgg {
+		initialPrefill = 0 // the aggregated engines are the decode component
+	}
+	o := replay.Options{Config: cfg, Profile: prof, StartupDelay: 60 * time.Second, InitialPrefill: initialPrefill, InitialDecode: 1}
 
 	direct, err := replay.Run(reqs, o)
 	require.NoError(t, err)
@@ -86,16 +99,23 @@ func twoPaths(t *testing.T, cfg config.Config) {
 			wantApplied = append(wantApplied, replay.Applied{At: e.At, DecisionID: int64(len(wantApplied) + 1), Prefill: e.Decision.Prefill, Decode: e.Decision.Decode})
 		}
 	}
-	// The trace must exercise the planner: scale-ups and scale-downs, of both pools.
+	// The trace must exercise the planner: scale-ups and scale-downs, of both pools (agg: of
+	// the one pool, and never of a prefill pool).
 	require.GreaterOrEqual(t, direct.ScaleActions, 4)
 	require.Positive(t, direct.Reversals)
+	if cfg.Mode == config.ModeAgg {
+		for _, a := range wantApplied {
+			require.Nil(t, a.Prefill, "agg decides the decode component only")
+		}
+		require.Zero(t, direct.PrefillGPUSeconds)
+	}
 
 	// The workflow path. Its clock starts at the Unix epoch, so workflow time is replay time.
 	var env *testsuite.TestWorkflowEnvironment
 	stepper, err := replay.NewStepper(reqs, o, func() float64 { return float64(env.Now().UnixNano()) / 1e9 })
 	require.NoError(t, err)
 	dep := workflows.Deployment{Namespace: "sim", Name: "sinusoid"}
-	in := workflows.Input{Deployment: dep, Config: cfg, InitialPrefill: 1, InitialDecode: 1, MaxTicksPerRun: 40}
+	in := workflows.Input{Deployment: dep, Config: cfg, InitialPrefill: initialPrefill, InitialDecode: 1, MaxTicksPerRun: 40}
 	start := time.Unix(0, 0)
 	end := time.Unix(0, 0).Add(time.Duration((direct.Duration + 30) * float64(time.Second)))
 	runs := 0

@@ -63,6 +63,26 @@ min_endpoint: 1
 model_name: nvidia/Llama-3.1-8B-Instruct-FP8
 `
 
+// demoAggConfig is the planner configuration of the demo's aggregated deployment (--mode
+// agg): Dynamo's SLA planner on the one pool of aggregated engines (the ahead policy does not
+// size aggregated deployments), its load loop every 5 s deciding from the 2-D regression of
+// the engines' FPMs, at SLAs an aggregated engine with chunked prefill can meet.
+const demoAggConfig = `
+mode: agg
+environment: local
+namespace: demo
+backend: mocker
+optimization_target: sla
+enable_load_scaling: true
+enable_throughput_scaling: false
+ttft_ms: 500
+itl_ms: 50
+load_adjustment_interval: 5
+max_gpu_budget: 12
+min_endpoint: 1
+model_name: nvidia/Llama-3.1-8B-Instruct-FP8
+`
+
 type demoOptions struct {
 	out          string
 	temporalCLI  string
@@ -75,6 +95,7 @@ type demoOptions struct {
 	configFile   string
 	tail         time.Duration
 	metricsAddr  string
+	mode         string
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -90,13 +111,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.DurationVar(&o.traceFrom, "trace-from", 0, "start this far into the trace")
 	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
 	fset.IntVar(&o.gpus, "gpus", 12, "simulated GPUs the local connector hands out")
+	fset.StringVar(&o.mode, "mode", "", "deployment shape: disagg (prefill and decode engines) or agg (aggregated engines); default: --config's mode, else disagg")
 	fset.StringVar(&o.configFile, "config", "", "planner config (YAML/JSON) instead of the built-in one; environment must be local")
 	fset.StringVar(&o.metricsAddr, "metrics-address", "127.0.0.1:9464", `serve the worker's /metrics here, for Prometheus and the Grafana dashboard (docs/observability.md; "" to disable)`)
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner demo [flags]")
 		fmt.Fprintln(stderr, "\nStarts (or reuses) a Temporal dev server, a planner worker, a simulated disaggregated deployment")
-		fmt.Fprintln(stderr, "(frontend + prefill and decode engines supervised by the local connector) and replays a real")
-		fmt.Fprintln(stderr, "trace against it. Prints a line per planner tick; writes an HTML report at the end.")
+		fmt.Fprintln(stderr, "(frontend + prefill and decode engines supervised by the local connector; --mode agg: aggregated")
+		fmt.Fprintln(stderr, "engines) and replays a real trace against it. Prints a line per planner tick; writes an HTML report at the end.")
 		fset.PrintDefaults()
 	}
 	if err := fset.Parse(args); err != nil || fset.NArg() > 0 {
@@ -104,6 +126,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fset.Usage()
 		}
 		return errUsage
+	}
+	switch config.Mode(o.mode) {
+	case "", config.ModeDisagg, config.ModeAgg:
+	default:
+		return fmt.Errorf("--mode %q: want disagg or agg", o.mode)
 	}
 	if o.duration < 20*time.Second {
 		return fmt.Errorf("--duration %s is too short to see the planner work (at least 20s)", o.duration)
@@ -211,7 +238,7 @@ func (d *demo) run(ctx context.Context) error {
 	// The simulated deployment: a frontend process, then the deployments file the worker hosts
 	// (engines under the local connector, the frontend's metrics scraped, FPMs discovered from
 	// the connector), exactly as `planner worker --deployments` would.
-	frontendURL, err := d.startFrontend(ctx, *cfg.ModelName)
+	frontendURL, err := d.startFrontend(ctx, *cfg.ModelName, cfg.Mode)
 	if err != nil {
 		return err
 	}
@@ -230,7 +257,7 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	depFile, err := writeDemoDeployments(demoDeploymentsOptions{out: out, self: d.self, frontendURL: frontendURL, profileDir: profileDir,
-		plannerConfig: "planner.json", gpus: o.gpus, startupDelay: o.startupDelay,
+		plannerConfig: "planner.json", gpus: o.gpus, startupDelay: o.startupDelay, agg: cfg.Mode == config.ModeAgg,
 		initialPrefill: cfg.PrefillMinEndpoints(), initialDecode: cfg.DecodeMinEndpoints()})
 	if err != nil {
 		return err
@@ -244,7 +271,7 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	host := hosts[0]
-	pools := demoPools{host.Local()}
+	pools := demoPools{l: host.Local(), agg: cfg.Mode == config.ModeAgg}
 	d.atExit(func() {
 		d.say("stopping the engines (SIGTERM: they drain for at most 15 s)")
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -253,8 +280,13 @@ func (d *demo) run(ctx context.Context) error {
 			d.say("stopping the engines: %v", err)
 		}
 	})
-	d.say("deployments file %s: %d prefill + %d decode engines starting under the local connector (start-up delay %s), GPU pool of %d",
-		depFile, cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+	if cfg.Mode == config.ModeAgg {
+		d.say("deployments file %s: %d aggregated engines starting under the local connector (start-up delay %s), GPU pool of %d",
+			depFile, cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+	} else {
+		d.say("deployments file %s: %d prefill + %d decode engines starting under the local connector (start-up delay %s), GPU pool of %d",
+			depFile, cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+	}
 	if err := pools.WaitReady(ctx, o.startupDelay+time.Minute); err != nil {
 		return err
 	}
@@ -320,7 +352,11 @@ func (d *demo) run(ctx context.Context) error {
 	monDone := make(chan struct{})
 	go func() { mon.run(mctx); close(monDone) }()
 	d.say("replaying the trace for %s; one line per planner tick:", o.duration)
-	fmt.Fprintln(d.stdout, demoHeader)
+	if cfg.Mode == config.ModeAgg {
+		fmt.Fprintln(d.stdout, strings.Replace(demoHeader, "   decode", "      agg", 1)) // the one pool is the decode component
+	} else {
+		fmt.Fprintln(d.stdout, demoHeader)
+	}
 	sum, err := loadgen.Run(ctx, reqs, loadgen.Options{URL: frontendURL, Speedup: speedup, OnSent: rec.addSent, OnResult: rec.add})
 	// A short tail shows the planner scaling back down once the traffic is gone.
 	if err == nil && ctx.Err() == nil {
@@ -432,6 +468,12 @@ func (d *demo) simulateSame(ctx context.Context, reqs []predict.Request, speedup
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Mode == config.ModeAgg { // the same policies, simulated on aggregated engines
+		sc.Mode = config.ModeAgg
+		if err := sc.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	prof, err := perf.LoadProfile(cfg.ProfileResultsDir)
 	if err != nil {
 		return nil, err
@@ -456,7 +498,11 @@ func (d *demo) plannerConfig(profileDir string) (config.Config, error) {
 	src := d.o.configFile
 	if src == "" {
 		src = filepath.Join(d.o.out, "planner.yaml")
-		if err := os.WriteFile(src, []byte(strings.TrimSpace(demoConfig)+"\n"), 0o644); err != nil {
+		builtin := demoConfig
+		if config.Mode(d.o.mode) == config.ModeAgg {
+			builtin = demoAggConfig
+		}
+		if err := os.WriteFile(src, []byte(strings.TrimSpace(builtin)+"\n"), 0o644); err != nil {
 			return config.Config{}, err
 		}
 	}
@@ -467,8 +513,11 @@ func (d *demo) plannerConfig(profileDir string) (config.Config, error) {
 	if cfg.Environment != config.EnvLocal {
 		return config.Config{}, fmt.Errorf("%s: the demo runs environment local, not %q", src, cfg.Environment)
 	}
-	if cfg.Mode != config.ModeDisagg {
-		return config.Config{}, fmt.Errorf("%s: the demo runs a disaggregated deployment (mode disagg), not %q", src, cfg.Mode)
+	if cfg.Mode != config.ModeDisagg && cfg.Mode != config.ModeAgg {
+		return config.Config{}, fmt.Errorf("%s: the demo runs a disaggregated (mode disagg) or aggregated (mode agg) deployment, not %q", src, cfg.Mode)
+	}
+	if d.o.mode != "" && config.Mode(d.o.mode) != cfg.Mode {
+		return config.Config{}, fmt.Errorf("%s: mode %q, but --mode %s: give one", src, cfg.Mode, d.o.mode)
 	}
 	if d.o.configFile == "" || cfg.ProfileResultsDir == config.Default().ProfileResultsDir {
 		cfg.ProfileResultsDir = profileDir
@@ -569,8 +618,9 @@ func portBusy(addr string) bool {
 	return true
 }
 
-// startFrontend runs `planner frontend` as a child process on a free port.
-func (d *demo) startFrontend(ctx context.Context, model string) (string, error) {
+// startFrontend runs `planner frontend` as a child process on a free port, routing as the
+// deployment's mode needs (disagg: prefill then decode engines; agg: aggregated engines).
+func (d *demo) startFrontend(ctx context.Context, model string, mode config.Mode) (string, error) {
 	port, err := freePort()
 	if err != nil {
 		return "", err
@@ -580,7 +630,7 @@ func (d *demo) startFrontend(ctx context.Context, model string) (string, error) 
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", "disagg", "--model", model)
+	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", string(mode), "--model", model)
 	exited, err := d.startChild("the frontend", cmd, filepath.Join(logDir, "frontend.log"), 12*time.Second)
 	if err != nil {
 		return "", err

@@ -27,6 +27,8 @@ type demoDeploymentsOptions struct {
 	gpus                                              int
 	startupDelay                                      time.Duration
 	initialPrefill, initialDecode                     int
+	// agg runs one pool of aggregated engines as the decode component (no prefill pool).
+	agg bool
 }
 
 // localStateFile is the local connector's state file in the demo's output folder.
@@ -54,15 +56,19 @@ func writeDemoDeployments(o demoDeploymentsOptions) (string, error) {
 		return &worker.LocalComponentSpec{Command: engineCmd(role), GPUsPerWorker: 1, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Engine: eng}
 	}
 	p, d := o.initialPrefill, o.initialDecode
+	spec := &worker.LocalSpec{StateFile: localStateFile, GPUs: gpus, LogDir: "logs", DrainTimeout: 60 * time.Second, StartTimeout: o.startupDelay + time.Minute,
+		Initial: &worker.InitialSpec{Prefill: &p, Decode: &d}, Prefill: pool("prefill"), Decode: pool("decode")}
+	if o.agg {
+		// Aggregated engines are the decode component, as in Dynamo: their inventory,
+		// capabilities and FPMs are the decode pool's.
+		spec.Initial, spec.Prefill, spec.Decode = &worker.InitialSpec{Decode: &d}, nil, pool("aggregated")
+	}
 	file := worker.DeploymentsFile{Deployments: []worker.HostedDeployment{{
 		Deployment:    "demo/llama",
 		PlannerConfig: o.plannerConfig,
-		Connector: worker.ConnectorSpec{Kind: worker.ConnectorLocal, Local: &worker.LocalSpec{
-			StateFile: localStateFile, GPUs: gpus, LogDir: "logs", DrainTimeout: 60 * time.Second, StartTimeout: o.startupDelay + time.Minute,
-			Initial: &worker.InitialSpec{Prefill: &p, Decode: &d}, Prefill: pool("prefill"), Decode: pool("decode"),
-		}},
-		Traffic: &worker.TrafficSpec{Scrape: &worker.ScrapeSpec{URL: o.frontendURL + "/metrics", Interval: time.Second}},
-		FPM:     &worker.FPMSpec{Discovery: worker.DiscoveryConnector},
+		Connector:     worker.ConnectorSpec{Kind: worker.ConnectorLocal, Local: spec},
+		Traffic:       &worker.TrafficSpec{Scrape: &worker.ScrapeSpec{URL: o.frontendURL + "/metrics", Interval: time.Second}},
+		FPM:           &worker.FPMSpec{Discovery: worker.DiscoveryConnector},
 	}}}
 	data, err := yaml.Marshal(file)
 	if err != nil {
@@ -116,8 +122,12 @@ func (p poolCounts) String() string {
 	return s
 }
 
-// demoPools reads the local connector's processes by pool and state.
-type demoPools struct{ l *local.Local }
+// demoPools reads the local connector's processes by pool and state; agg has no prefill
+// pool.
+type demoPools struct {
+	l   *local.Local
+	agg bool
+}
 
 // Counts returns a pool's processes by state ("prefill" or "decode").
 func (h demoPools) Counts(component string) poolCounts {
@@ -129,7 +139,7 @@ func (h demoPools) WaitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		p, d := h.Counts("prefill"), h.Counts("decode")
-		if p.Ready > 0 && d.Ready > 0 && p.Starting == 0 && d.Starting == 0 {
+		if (p.Ready > 0 || h.agg) && d.Ready > 0 && p.Starting == 0 && d.Starting == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {

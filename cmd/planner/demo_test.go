@@ -44,17 +44,7 @@ func writeStepTrace(t *testing.T, path string, phases [][2]float64) float64 {
 // prefill pool must grow, and after it shrink back to one replica; every request must succeed
 // and no process may be left behind.
 func TestDemoEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end demo: skipped with -short")
-	}
-	bin, err := buildPlanner()
-	require.NoError(t, err)
-	srv := temporaltest.Start(t)
-	dir := t.TempDir()
-	trace := filepath.Join(dir, "step.jsonl")
-	span := writeStepTrace(t, trace, [][2]float64{{8, 4}, {22, 70}, {30, 3}})
-	cfg := filepath.Join(dir, "planner.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(`
+	sum := runDemoForTest(t, "disagg", `
 mode: disagg
 environment: local
 optimization_target: sla
@@ -65,11 +55,55 @@ load_adjustment_interval: 2
 enable_throughput_scaling: false
 max_gpu_budget: 8
 min_endpoint: 1
-`), 0o644))
+`, [][2]float64{{8, 4}, {22, 70}, {30, 3}})
+	require.GreaterOrEqual(t, sum.PeakPrefill, 2, "the load step scales prefill up")
+	last := sum.Timeline[len(sum.Timeline)-1]
+	require.Equal(t, 1, last.ReadyPrefill, "after the step, prefill is back at its minimum")
+}
+
+// TestDemoEndToEnd_Agg is the same with `planner demo --mode agg`: the frontend routes whole
+// requests to aggregated engines, which publish their FPMs as the decode component, and
+// Dynamo's agg decisions size the one pool up under the step and back down after it.
+func TestDemoEndToEnd_Agg(t *testing.T) {
+	sum := runDemoForTest(t, "agg", `
+mode: agg
+environment: local
+optimization_target: sla
+ttft_ms: 500
+itl_ms: 50
+enable_load_scaling: true
+load_adjustment_interval: 2
+enable_throughput_scaling: false
+max_gpu_budget: 8
+min_endpoint: 1
+`, [][2]float64{{8, 4}, {22, 40}, {30, 3}})
+	require.Zero(t, sum.PeakPrefill, "an aggregated deployment has no prefill pool")
+	require.GreaterOrEqual(t, sum.PeakDecode, 2, "the load step scales the aggregated pool up")
+	last := sum.Timeline[len(sum.Timeline)-1]
+	require.Equal(t, 1, last.ReadyDecode, "after the step, the aggregated pool is back at its minimum")
+}
+
+// runDemoForTest runs `planner demo --mode mode` with a planner config on a step trace and
+// checks what every run must show: every request served, a scale-up and a scale-down
+// decided, a report, the planner listed by its search attributes, nothing left running. It
+// returns the demo's summary.
+func runDemoForTest(t *testing.T, mode, plannerYAML string, phases [][2]float64) demoSummary {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end demo: skipped with -short")
+	}
+	bin, err := buildPlanner()
+	require.NoError(t, err)
+	srv := temporaltest.Start(t)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "step.jsonl")
+	span := writeStepTrace(t, trace, phases)
+	cfg := filepath.Join(dir, "planner.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(plannerYAML), 0o644))
 	out := filepath.Join(dir, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--out", out, "--trace", trace, "--trace-length", "0",
+	cmd := exec.CommandContext(ctx, bin, "demo", "--mode", mode, "--out", out, "--trace", trace, "--trace-length", "0",
 		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8",
 		"--metrics-address", freeAddr(t))
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.HostPort)
@@ -85,10 +119,7 @@ min_endpoint: 1
 	require.NoError(t, json.Unmarshal(data, &sum))
 	require.Equal(t, len(strings.Split(strings.TrimSpace(readFile(t, trace)), "\n")), sum.Requests)
 	require.Zero(t, sum.Failed, "every request is served")
-	require.GreaterOrEqual(t, sum.PeakPrefill, 2, "the load step scales prefill up")
 	require.NotEmpty(t, sum.Timeline)
-	last := sum.Timeline[len(sum.Timeline)-1]
-	require.Equal(t, 1, last.ReadyPrefill, "after the step, prefill is back at its minimum")
 	scaledUp, scaledDown := false, false
 	for _, tk := range sum.Timeline {
 		scaledUp = scaledUp || strings.Contains(tk.Decision, "scale_up")
@@ -104,7 +135,7 @@ min_endpoint: 1
 	deadline := time.Now().Add(30 * time.Second)
 	for listed == "" && time.Now().Before(deadline) {
 		resp, err := srv.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: "default", Query: "PlannerDeployment='demo/llama' AND PlannerMode='disagg'"})
+			Namespace: "default", Query: "PlannerDeployment='demo/llama' AND PlannerMode='" + mode + "'"})
 		require.NoError(t, err)
 		if len(resp.GetExecutions()) > 0 {
 			listed = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
@@ -124,6 +155,7 @@ min_endpoint: 1
 	require.Empty(t, state.Workers)
 	pids, err := exec.Command("pgrep", "-f", out).Output()
 	require.Empty(t, strings.TrimSpace(string(pids)), "processes left behind: %s (err %v)", pids, err)
+	return sum
 }
 
 func readFile(t *testing.T, path string) string {

@@ -32,7 +32,8 @@ type simulateOptions struct {
 	scenario, trace, configFile  string
 	compare, policies            string
 	baselines                    string
-	startup                      string
+	startup, mode                string
+	baselinesSet                 bool
 	goodputTarget                float64
 	sweep, predictors            string
 	sweepPolicy, predictorPolicy string
@@ -51,6 +52,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.compare, "compare", "", "comma-separated planner config files to compare as extra policies (named after their files)")
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")
 	fs.StringVar(&o.baselines, "baselines", "oracle,static,ahead,dynamo-sla,dynamo-default", "baselines to run: oracle, static, ahead, dynamo-sla, dynamo-default, or none")
+	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's); agg drops the ahead baseline unless --baselines names it")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.StringVar(&o.sweep, "startup-sweep", "", "also run the sweep policy at these startup delays (comma-separated, e.g. 0,30s,60s,120s,300s; bare numbers are seconds)")
@@ -82,6 +84,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("simulate: unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) { o.baselinesSet = o.baselinesSet || f.Name == "baselines" })
 	if o.asJSON && o.markdown {
 		return errors.New("simulate: --json and --markdown exclude each other")
 	}
@@ -132,11 +135,22 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	default:
 		return evaluate.Plan{}, errors.New("simulate: give --scenario FILE, or --trace FILE with --config FILE (see planner simulate -h)")
 	}
+	switch config.Mode(o.mode) {
+	case "":
+	case config.ModeDisagg, config.ModeAgg:
+		sc.Mode = config.Mode(o.mode)
+	default:
+		return evaluate.Plan{}, fmt.Errorf("simulate: --mode %q: want disagg or agg", o.mode)
+	}
 	baselines := map[string]bool{}
 	for _, b := range splitList(o.baselines) {
 		switch b {
 		case "none":
-		case "oracle", "static", evaluate.PolicyAhead, evaluate.PolicyDynamoSLA, evaluate.PolicyDynamoDefault:
+		case evaluate.PolicyAhead:
+			// ahead does not size aggregated deployments: in agg it runs only when asked for
+			// (and is then refused with the config's reason).
+			baselines[b] = sc.Mode != config.ModeAgg || o.baselinesSet
+		case "oracle", "static", evaluate.PolicyDynamoSLA, evaluate.PolicyDynamoDefault:
 			baselines[b] = true
 		default:
 			return evaluate.Plan{}, fmt.Errorf("simulate: --baselines: unknown %q (oracle, static, ahead, dynamo-sla, dynamo-default, none)", b)
@@ -240,13 +254,16 @@ func adHocScenario(trace, cfgFile string) (*evaluate.Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Mode != config.ModeDisagg && cfg.Mode != config.ModeAgg {
+		return nil, fmt.Errorf("simulate: %s: mode %q: only disagg and agg deployments are simulated", cfgFile, cfg.Mode)
+	}
 	budget := cfg.MaxGPUBudget
 	if budget < 2 {
 		budget = 16
 	}
 	name := strings.TrimSuffix(filepath.Base(trace), filepath.Ext(trace))
 	name = strings.TrimSuffix(name, ".jsonl")
-	return &evaluate.Scenario{Name: name, Trace: evaluate.TraceSpec{File: tr},
+	return &evaluate.Scenario{Name: name, Mode: cfg.Mode, Trace: evaluate.TraceSpec{File: tr},
 		SLA: evaluate.SLA{TTFTMs: cfg.TTFTMs, ITLMs: cfg.ITLMs}, GoodputTarget: 0.9, StartupSeconds: 60, MaxGPUBudget: budget,
 		Policies: []evaluate.PolicySpec{{Name: strings.TrimSuffix(filepath.Base(cfgFile), filepath.Ext(cfgFile)), File: cf}}}, nil
 }

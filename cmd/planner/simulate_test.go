@@ -98,3 +98,39 @@ func TestSimulate_Errors(t *testing.T) {
 		})
 	}
 }
+
+func TestSimulate_AggMode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mine.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("optimization_target: sla\nenable_load_scaling: true\nenable_throughput_scaling: false\n"+
+		"load_predictor: constant\nttft: 500\nitl: 50\nmax_gpu_budget: 6\n"), 0o644))
+	trace := writeMooncake(t)
+	var stdout, stderr bytes.Buffer
+	err := runSimulate(context.Background(), []string{"--trace", trace, "--config", cfg, "--mode", "agg", "--out", "",
+		"--baselines", "static,dynamo-default", "--quiet", "--json"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rep evaluate.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	require.Equal(t, "agg", rep.Mode)
+	var names []string
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+		require.Zero(t, r.PrefillGPUHours, r.Name)
+	}
+	require.Equal(t, []string{"mine", "dynamo-default", "best-static"}, names)
+	require.Regexp(t, `^\d+ agg$`, rep.Rows[2].Deployment)
+
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown mode":       {[]string{"--trace", trace, "--config", cfg, "--mode", "prefill"}, `--mode "prefill"`},
+		"ahead asked in agg": {[]string{"--trace", trace, "--config", cfg, "--mode", "agg", "--baselines", "ahead"}, `"ahead" does not size aggregated deployments`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runSimulate(context.Background(), append(tc.args, "--out", "", "--quiet"), &stdout, &stderr)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

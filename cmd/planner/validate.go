@@ -63,7 +63,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if profile != nil {
-		boot := scaling.Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)}
+		boot := scaling.ProfileBootstrap(profile, cfg.Mode) // as the Init activity seeds the models
 		if _, err := p.Init(0, boot); err != nil {
 			return fmt.Errorf("bootstrapping the perf models from %s: %w", cfg.ProfileResultsDir, err)
 		}

@@ -19,8 +19,10 @@ import (
 // capacity search), with no queueing, no idle engine, no startup and 1 GPU per engine; and
 // never less than one engine per pool from from to the last arrival (a disaggregated
 // deployment keeps one of each). No schedule can use fewer engine-seconds; the greedy
-// oracle is not such a minimum.
-func LowerBound(reqs []predict.Request, prof *perf.Profile, itlSLAMs, from float64) (float64, error) {
+// oracle is not such a minimum. In mode agg the same engines do both: a pass's prefill and
+// decode parts run in sequence (the mocker's pass time is their sum), so the bound is the
+// sum of the prefill and decode engine-seconds, never less than one engine.
+func LowerBound(reqs []predict.Request, prof *perf.Profile, itlSLAMs, from float64, mode config.Mode) (float64, error) {
 	if prof == nil || prof.Prefill == nil || prof.Decode == nil {
 		return 0, errors.New("evaluate: lower bound: the profile needs prefill and decode data")
 	}
@@ -79,6 +81,9 @@ func LowerBound(reqs []predict.Request, prof *perf.Profile, itlSLAMs, from float
 		decodeS += s
 	}
 	span := math.Max(0, last-from)
+	if mode == config.ModeAgg {
+		return math.Max(prefillS+decodeS, span) / 3600, nil
+	}
 	return (math.Max(prefillS, span) + math.Max(decodeS, span)) / 3600, nil
 }
 

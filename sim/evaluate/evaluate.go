@@ -151,12 +151,15 @@ type Report struct {
 	// and the GPU-seconds provisioned from then on (the first startup window is scored for
 	// no one, since the runs start from different deployments).
 	ScoredFromS float64 `json:"scored_from_s"`
-	// InitialPrefill and InitialDecode are the deployment the policies start from;
-	// InitialGiven says the scenario gave it (else it is the smallest static deployment
-	// serving the first StartWindowSeconds).
-	InitialPrefill int  `json:"initial_prefill"`
-	InitialDecode  int  `json:"initial_decode"`
-	InitialGiven   bool `json:"initial_given,omitempty"`
+	// Mode is the deployment shape simulated (disagg or agg).
+	Mode string `json:"mode"`
+	// InitialPrefill and InitialDecode are the deployment the policies start from (agg:
+	// InitialDecode aggregated engines, InitialPrefill 0).
+	InitialPrefill int `json:"initial_prefill"`
+	InitialDecode  int `json:"initial_decode"`
+	// InitialGiven reports that the scenario gave the initial deployment (else it is the
+	// smallest static deployment serving the first StartWindowSeconds).
+	InitialGiven bool `json:"initial_given,omitempty"`
 	// Published is the published result the scenario reproduces (nil: none).
 	Published *Published `json:"published,omitempty"`
 	// LowerBoundGPUHours is LowerBound over the scored requests.
@@ -192,7 +195,7 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Trace: p.TraceDesc, Requests: len(p.Requests),
 		TTFTMs: sc.SLA.TTFTMs, ITLMs: sc.SLA.ITLMs, GoodputTarget: sc.GoodputTarget, StartupS: sc.StartupSeconds,
-		MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom()}
+		MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom(), Mode: string(sc.Mode)}
 	for _, r := range p.Requests {
 		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
 	}
@@ -200,13 +203,13 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	if p.start[0], p.start[1], err = p.initialDeployment(); err != nil {
 		return nil, err
 	}
-	rep.InitialPrefill, rep.InitialDecode, rep.InitialGiven = p.start[0], p.start[1], sc.Initial != nil
+	rep.InitialPrefill, rep.InitialDecode, rep.InitialGiven = p.start[0], p.start[1], len(sc.Initial) > 0
 	rep.Published = sc.Published
 	jobs, err := p.jobs()
 	if err != nil {
 		return nil, err
 	}
-	if rep.LowerBoundGPUHours, err = LowerBound(p.Requests, p.Profile, sc.SLA.ITLMs, sc.ScoredFrom()); err != nil {
+	if rep.LowerBoundGPUHours, err = LowerBound(p.Requests, p.Profile, sc.SLA.ITLMs, sc.ScoredFrom(), sc.Mode); err != nil {
 		return nil, err
 	}
 	if p.Oracle {
@@ -324,8 +327,7 @@ func (p Plan) jobs() ([]job, error) {
 		jobs = append(jobs, p.policyJob(ps.Name, ps.Name, KindPolicy, cfg, sc.StartupDelay()))
 	}
 	base := replay.Options{Profile: p.Profile, EngineConfig: sc.EngineConfig}
-	bounds := replay.OracleOptions{Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
-		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))}
+	bounds := sc.searchBounds()
 	scoring, err := sc.apply(config.Default())
 	if err != nil {
 		return nil, err
@@ -342,6 +344,9 @@ func (p Plan) jobs() ([]job, error) {
 			row := p.row("oracle", KindOracle, sc.StartupDelay(), res.Result)
 			row.Deployment = fmt.Sprintf("%s P, %s D", span(res.Schedule, func(s replay.OracleStep) int { return s.Prefill }),
 				span(res.Schedule, func(s replay.OracleStep) int { return s.Decode }))
+			if sc.Mode == config.ModeAgg {
+				row.Deployment = span(res.Schedule, func(s replay.OracleStep) int { return s.Decode }) + " agg"
+			}
 			row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
 			if res.Infeasible > 0 {
 				row.Note += fmt.Sprintf("; %d of %d intervals missed the target even at the budget", res.Infeasible, len(res.Schedule))
@@ -359,7 +364,7 @@ func (p Plan) jobs() ([]job, error) {
 				return Row{}, err
 			}
 			row := p.row("best-static", KindStatic, 0, res.Result)
-			row.Deployment = fmt.Sprintf("%dP %dD", res.Prefill, res.Decode)
+			row.Deployment = sc.DeploymentName(res.Prefill, res.Decode)
 			row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
 			if !res.Feasible {
 				row.Note += "; no deployment within the budget meets the target"
@@ -368,15 +373,17 @@ func (p Plan) jobs() ([]job, error) {
 		}})
 	}
 	for _, d := range sc.Static {
-		jobs = append(jobs, job{name: StaticName(d), run: func(progress func(int, int)) (Row, error) {
+		np, nd := sc.Deployment(d)
+		name := sc.StaticName(d)
+		jobs = append(jobs, job{name: name, run: func(progress func(int, int)) (Row, error) {
 			o := base
-			o.Config, o.Static, o.InitialPrefill, o.InitialDecode, o.Progress = scoring, true, d[0], d[1], progress
+			o.Config, o.Static, o.InitialPrefill, o.InitialDecode, o.Progress = scoring, true, np, nd, progress
 			res, err := replay.Run(p.Requests, o)
 			if err != nil {
 				return Row{}, err
 			}
-			row := p.row(StaticName(d), KindStatic, 0, res)
-			row.Deployment = fmt.Sprintf("%dP %dD", d[0], d[1])
+			row := p.row(name, KindStatic, 0, res)
+			row.Deployment = sc.DeploymentName(np, nd)
 			return row, nil
 		}})
 	}
@@ -417,14 +424,15 @@ func (p Plan) jobs() ([]job, error) {
 // policies start from.
 const StartWindowSeconds = 60
 
-// initialDeployment is the deployment the policies start from: the scenario's initial one, or
-// the smallest static one that serves the requests of the first StartWindowSeconds at the
-// goodput target (a planner takes over a deployment sized for the load of the moment, not one
-// engine per pool).
+// initialDeployment is the deployment the policies start from: the scenario's initial one
+// when it gives one, else the smallest static one that serves the requests of the first
+// StartWindowSeconds at the goodput target (a planner takes over a deployment sized for the
+// load of the moment, not one engine per pool).
 func (p Plan) initialDeployment() (prefill, decode int, err error) {
 	sc := p.Scenario
-	if sc.Initial != nil {
-		return sc.Initial[0], sc.Initial[1], nil
+	if len(sc.Initial) > 0 {
+		prefill, decode = sc.Deployment(sc.Initial)
+		return prefill, decode, nil
 	}
 	var first []predict.Request
 	for _, r := range p.Requests {
@@ -433,19 +441,33 @@ func (p Plan) initialDeployment() (prefill, decode int, err error) {
 		}
 	}
 	if len(first) == 0 {
+		if sc.Mode == config.ModeAgg {
+			return 0, 1, nil
+		}
 		return 1, 1, nil
 	}
 	scoring, err := sc.apply(config.Default())
 	if err != nil {
 		return 0, 0, err
 	}
-	res, err := replay.BestStatic(first, replay.OracleOptions{Options: replay.Options{Config: scoring, Profile: p.Profile, EngineConfig: sc.EngineConfig},
-		Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
-		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))})
+	o := sc.searchBounds()
+	o.Options = replay.Options{Config: scoring, Profile: p.Profile, EngineConfig: sc.EngineConfig}
+	res, err := replay.BestStatic(first, o)
 	if err != nil {
 		return 0, 0, fmt.Errorf("evaluate: initial deployment: %w", err)
 	}
 	return res.Prefill, res.Decode, nil
+}
+
+// searchBounds are the oracle's and the static search's target, bounds and interval: each
+// pool up to the budget less one engine of the other (agg: the one pool up to the budget).
+func (sc *Scenario) searchBounds() replay.OracleOptions {
+	o := replay.OracleOptions{Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
+		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))}
+	if sc.Mode == config.ModeAgg {
+		o.MaxPrefill, o.MaxDecode = 0, sc.MaxGPUBudget
+	}
+	return o
 }
 
 // policyJob replays the trace under a planner configuration (of the scenario policy
@@ -463,8 +485,11 @@ func (p Plan) policyJob(name, policy, kind string, cfg config.Config, startup ti
 	}}
 }
 
-// StaticName is the row name of a static deployment of the scenario.
-func StaticName(d [2]int) string { return fmt.Sprintf("static %dP %dD", d[0], d[1]) }
+// StaticName is the row name of a static deployment of the scenario ([prefill, decode];
+// agg: [engines]).
+func (sc *Scenario) StaticName(d []int) string {
+	return "static " + sc.DeploymentName(sc.Deployment(d))
+}
 
 // row scores a replay from the plan's scoring start: the requests arriving from then on,
 // the GPU-seconds provisioned from then on.

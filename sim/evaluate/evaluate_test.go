@@ -354,9 +354,9 @@ func TestShippedScenarios(t *testing.T) {
 	}
 	sc := byName["dynamo-sla-e2e"]
 	require.NotNil(t, sc)
-	require.Equal(t, &[2]int{1, 1}, sc.Initial)
+	require.Equal(t, []int{1, 1}, sc.Initial)
 	require.Equal(t, 0.0, sc.ScoredFrom())
-	require.Equal(t, [][2]int{{2, 2}, {3, 1}}, sc.Static)
+	require.Equal(t, [][]int{{2, 2}, {3, 1}}, sc.Static)
 	require.Equal(t, EngineSpec{}, sc.Engine, "the mocker's engine defaults")
 	require.Len(t, sc.Policies, 1)
 	cfg, err := sc.PolicyConfig(sc.Policies[0])

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/sim/report"
 )
 
@@ -80,9 +81,13 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 // scoring says what the rows score and the lower bound they are compared with.
 func (rep *Report) scoring() string {
-	start := fmt.Sprintf("the smallest static deployment serving the first %d s at the target", StartWindowSeconds)
+	start := fmt.Sprintf("%dP %dD", rep.InitialPrefill, rep.InitialDecode)
+	if rep.Mode == string(config.ModeAgg) {
+		start = fmt.Sprintf("%d aggregated engines (shown as D)", rep.InitialDecode)
+	}
+	why := fmt.Sprintf("the smallest static deployment serving the first %d s at the target", StartWindowSeconds)
 	if rep.InitialGiven {
-		start = "the scenario's initial deployment"
+		why = "the scenario's initial deployment"
 	}
 	from := "the first startup window counts for no run"
 	if rep.ScoredFromS != rep.StartupS {
@@ -91,10 +96,10 @@ func (rep *Report) scoring() string {
 			from = "every request counts, as a benchmark client counts them"
 		}
 	}
-	return fmt.Sprintf("Policies start from %dP %dD (%s); "+
+	return fmt.Sprintf("Policies start from %s (%s); "+
 		"scored from %g s (%s); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
-		"or idle engine; \"÷ bound\" is GPU-h over it).", rep.InitialPrefill, rep.InitialDecode, start,
+		"or idle engine; \"÷ bound\" is GPU-h over it).", start, why,
 		rep.ScoredFromS, from, rep.LowerBoundGPUHours)
 }
 
@@ -117,13 +122,14 @@ func (rep *Report) published() (string, *report.Table) {
 		return "", nil
 	}
 	slices.SortStableFunc(runs, func(a, b Row) int { return cmp.Compare(a.StartupS, b.StartupS) })
+	sc := Scenario{Mode: config.Mode(rep.Mode)}
 	base := make([]*Row, len(pub.Gains))
 	var have []string
 	for i, g := range pub.Gains {
 		for j := range rep.Rows {
-			if rep.Rows[j].Kind == KindStatic && rep.Rows[j].Name == StaticName(g.Static) {
+			if rep.Rows[j].Kind == KindStatic && rep.Rows[j].Name == sc.StaticName(g.Static) {
 				base[i] = &rep.Rows[j]
-				have = append(have, fmt.Sprintf("%s %.1f%% goodput, %.2f GPU-h", StaticName(g.Static), 100*base[i].Goodput, base[i].GPUHours))
+				have = append(have, fmt.Sprintf("%s %.1f%% goodput, %.2f GPU-h", sc.StaticName(g.Static), 100*base[i].Goodput, base[i].GPUHours))
 			}
 		}
 	}
@@ -132,9 +138,9 @@ func (rep *Report) published() (string, *report.Table) {
 		"Simulated baselines: %s.", strings.TrimSpace(pub.Source), pub.Policy, strings.Join(have, "; "))
 	t := &report.Table{Title: "Beside the published figures", Header: []string{"startup s", pub.Policy + " goodput", "GPU-h"}}
 	for _, g := range pub.Gains {
-		t.Header = append(t.Header, fmt.Sprintf("vs %dP %dD goodput (published %s)", g.Static[0], g.Static[1], pct(g.GoodputPct)))
+		t.Header = append(t.Header, fmt.Sprintf("vs %s goodput (published %s)", sc.DeploymentName(sc.Deployment(g.Static)), pct(g.GoodputPct)))
 		if g.GoodputPerGPUPct != nil {
-			t.Header = append(t.Header, fmt.Sprintf("vs %dP %dD goodput/GPU (published %s)", g.Static[0], g.Static[1], pct(*g.GoodputPerGPUPct)))
+			t.Header = append(t.Header, fmt.Sprintf("vs %s goodput/GPU (published %s)", sc.DeploymentName(sc.Deployment(g.Static)), pct(*g.GoodputPerGPUPct)))
 		}
 	}
 	t.Header = append(t.Header, "ordering as published")

@@ -32,6 +32,10 @@ type Scenario struct {
 	// Name identifies the scenario in tables; Description says what it is.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
+	// Mode is the deployment shape every run simulates: disagg (a prefill and a decode pool,
+	// the default) or agg (one pool of aggregated engines, Dynamo's single decode
+	// component). It is set on every policy's configuration.
+	Mode config.Mode `yaml:"mode"`
 	// Trace is the requests replayed.
 	Trace TraceSpec `yaml:"trace"`
 	// SLA is what a request must meet to be good.
@@ -48,11 +52,12 @@ type Scenario struct {
 	// Policies are the planner configurations compared (default: the built-in ones).
 	Policies []PolicySpec `yaml:"policies"`
 	// Static are fixed deployments scored beside the best one the search finds, each
-	// [prefill, decode] engines.
-	Static [][2]int `yaml:"static"`
-	// Initial is the [prefill, decode] deployment the policies start from (nil: the
-	// smallest static deployment serving the first StartWindowSeconds at the target).
-	Initial *[2]int `yaml:"initial"`
+	// [prefill, decode] engines (agg: [engines]).
+	Static [][]int `yaml:"static"`
+	// Initial is the deployment every policy starts from, [prefill, decode] engines (agg:
+	// [engines]); empty: the smallest static deployment serving the first
+	// StartWindowSeconds of the trace at the goodput target.
+	Initial []int `yaml:"initial"`
 	// ScoredFromSeconds is when scoring starts (nil: StartupSeconds, the end of the first
 	// startup window). 0 scores every request, as a benchmark client does.
 	ScoredFromSeconds *float64 `yaml:"scored_from_s"`
@@ -173,7 +178,7 @@ const MaxPublishedGains = 16
 type PublishedGain struct {
 	// Static is the baseline, [prefill, decode] engines: one of the scenario's static
 	// deployments.
-	Static [2]int `yaml:"static" json:"static"`
+	Static []int `yaml:"static" json:"static"`
 	// GoodputPct is the goodput improvement in percent (+52 is 1.52×).
 	GoodputPct float64 `yaml:"goodput_pct" json:"goodput_pct"`
 	// GoodputPerGPUPct is the goodput-per-GPU improvement in percent (nil: not published).
@@ -181,7 +186,7 @@ type PublishedGain struct {
 }
 
 // validate checks the published figures against the scenario's static deployments.
-func (p *Published) validate(static [][2]int) error {
+func (p *Published) validate(sc *Scenario) error {
 	switch {
 	case p.Policy == "":
 		return errors.New("published: no policy")
@@ -191,8 +196,11 @@ func (p *Published) validate(static [][2]int) error {
 		return fmt.Errorf("published: 1 to %d gains", MaxPublishedGains)
 	}
 	for i, g := range p.Gains {
-		if !slices.Contains(static, g.Static) {
-			return fmt.Errorf("published: gains[%d]: %dP %dD is not one of the scenario's static deployments", i, g.Static[0], g.Static[1])
+		if err := sc.checkDeployment(g.Static); err != nil {
+			return fmt.Errorf("published: gains[%d]: %w", i, err)
+		}
+		if !slices.ContainsFunc(sc.Static, func(d []int) bool { return slices.Equal(d, g.Static) }) {
+			return fmt.Errorf("published: gains[%d]: %s is not one of the scenario's static deployments", i, sc.DeploymentName(sc.Deployment(g.Static)))
 		}
 		for _, v := range []*float64{&g.GoodputPct, g.GoodputPerGPUPct} {
 			if v != nil && !(*v > -100 && !math.IsInf(*v, 1)) {
@@ -261,6 +269,10 @@ const (
 	PolicyDynamoDefault = "dynamo-default"
 )
 
+// AggPolicies are the built-in policies that run in mode agg, in table order: ahead does
+// not size aggregated deployments (config rejects scaling_policy ahead with mode agg).
+var AggPolicies = []string{PolicyDynamoSLA, PolicyDynamoDefault}
+
 // builtins are the built-in policies' settings on top of config.Default.
 var builtins = map[string]string{
 	PolicyAhead: `
@@ -323,16 +335,28 @@ func (sc *Scenario) Validate() error {
 		return bad("goodput_target %v not in (0, 1]", sc.GoodputTarget)
 	case sc.StartupSeconds < 0:
 		return bad("startup_s must be ≥ 0")
-	case sc.MaxGPUBudget < 2:
+	case sc.Mode != "" && sc.Mode != config.ModeDisagg && sc.Mode != config.ModeAgg:
+		return bad("mode %q: want %q or %q", sc.Mode, config.ModeDisagg, config.ModeAgg)
+	case sc.Mode == config.ModeAgg && sc.MaxGPUBudget < 1:
+		return bad("max_gpu_budget must be ≥ 1 (one aggregated engine)")
+	case sc.Mode != config.ModeAgg && sc.MaxGPUBudget < 2:
 		return bad("max_gpu_budget must be ≥ 2 (one engine of each role)")
 	case sc.OracleIntervalSeconds < 0:
 		return bad("oracle_interval_s must be ≥ 0")
 	case sc.Trace.Speedup < 0 || sc.Trace.FromSeconds < 0 || sc.Trace.LengthSeconds < 0 || sc.Trace.MaxContext < 0:
 		return bad("trace: from_s, length_s, speedup and max_context must be ≥ 0")
 	}
+	if sc.Mode == "" {
+		sc.Mode = config.ModeDisagg
+	}
 	for i, d := range sc.Static {
-		if d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0] {
-			return bad("static[%d]: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", i, d[0], d[1], sc.MaxGPUBudget)
+		if err := sc.checkDeployment(d); err != nil {
+			return bad("static[%d]: %v", i, err)
+		}
+	}
+	if len(sc.Initial) > 0 {
+		if err := sc.checkDeployment(sc.Initial); err != nil {
+			return bad("initial: %v", err)
 		}
 	}
 	if f := sc.ScoredFromSeconds; f != nil && !(*f >= 0 && !math.IsInf(*f, 1)) {
@@ -342,12 +366,9 @@ func (sc *Scenario) Validate() error {
 		return bad("%v", err)
 	}
 	if p := sc.Published; p != nil {
-		if err := p.validate(sc.Static); err != nil {
+		if err := p.validate(sc); err != nil {
 			return bad("%v", err)
 		}
-	}
-	if d := sc.Initial; d != nil && (d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0]) {
-		return bad("initial: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", d[0], d[1], sc.MaxGPUBudget)
 	}
 	if sc.Trace.Speedup == 0 {
 		sc.Trace.Speedup = 1
@@ -362,7 +383,11 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 	if len(sc.Policies) == 0 {
-		for _, b := range BuiltinPolicies {
+		builtin := BuiltinPolicies
+		if sc.Mode == config.ModeAgg {
+			builtin = AggPolicies
+		}
+		for _, b := range builtin {
 			sc.Policies = append(sc.Policies, PolicySpec{Name: b, Builtin: b})
 		}
 	}
@@ -389,6 +414,41 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkDeployment checks a [prefill, decode] (agg: [engines]) deployment against the mode
+// and the budget.
+func (sc *Scenario) checkDeployment(d []int) error {
+	if sc.Mode == config.ModeAgg {
+		if len(d) != 1 || d[0] < 1 || d[0] > sc.MaxGPUBudget {
+			return fmt.Errorf("%v: mode agg takes [engines], 1 to max_gpu_budget (%d)", d, sc.MaxGPUBudget)
+		}
+		return nil
+	}
+	if len(d) != 2 {
+		return fmt.Errorf("%v: mode disagg takes [prefill, decode]", d)
+	}
+	if d[0] < 1 || d[1] < 1 || d[0] > sc.MaxGPUBudget || d[1] > sc.MaxGPUBudget-d[0] {
+		return fmt.Errorf("%dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", d[0], d[1], sc.MaxGPUBudget)
+	}
+	return nil
+}
+
+// Deployment returns a [prefill, decode] (agg: [engines]) deployment as the replay's
+// initial prefill and decode engines (agg: 0 and the engines).
+func (sc *Scenario) Deployment(d []int) (prefill, decode int) {
+	if sc.Mode == config.ModeAgg {
+		return 0, d[0]
+	}
+	return d[0], d[1]
+}
+
+// DeploymentName names a deployment of the scenario's mode ("2P 2D", "4 agg").
+func (sc *Scenario) DeploymentName(prefill, decode int) string {
+	if sc.Mode == config.ModeAgg {
+		return fmt.Sprintf("%d agg", decode)
+	}
+	return fmt.Sprintf("%dP %dD", prefill, decode)
 }
 
 func (s *SinusoidSpec) options() loadgen.SinusoidOptions {
@@ -469,8 +529,9 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // PolicyConfig builds a policy's planner configuration: Dynamo's defaults, the policy's
-// settings, then the scenario's SLA and GPU budget, disaggregated on the virtual
-// environment.
+// settings, then the scenario's SLA, GPU budget and mode, on the virtual environment. The
+// built-in ahead policy in mode agg is refused (config: ahead does not size aggregated
+// deployments).
 func (sc *Scenario) PolicyConfig(p PolicySpec) (config.Config, error) {
 	src, text := p.Name, p.Config
 	switch {
@@ -503,7 +564,10 @@ func (sc *Scenario) PolicyConfig(p PolicySpec) (config.Config, error) {
 func (sc *Scenario) apply(cfg config.Config) (config.Config, error) {
 	cfg.TTFTMs, cfg.ITLMs = sc.SLA.TTFTMs, sc.SLA.ITLMs
 	cfg.MaxGPUBudget = sc.MaxGPUBudget
-	cfg.Mode, cfg.Environment = config.ModeDisagg, config.EnvVirtual
+	cfg.Mode, cfg.Environment = sc.Mode, config.EnvVirtual
+	if cfg.Mode == "" {
+		cfg.Mode = config.ModeDisagg
+	}
 	if err := cfg.Validate(); err != nil {
 		return config.Config{}, fmt.Errorf("%w: %w", ErrInvalidScenario, err)
 	}

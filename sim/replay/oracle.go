@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/predict"
 )
 
@@ -102,13 +103,9 @@ func (pl *pool) clone() *pool {
 }
 
 // setTargets scales the pools to p prefill and d decode engines at the time the replay stands
-// at (new engines are ready after the startup delay; fewer cancel, then drain).
-func (s *sim) setTargets(p, d int) error {
-	if err := s.scale(s.p, &p, s.now); err != nil {
-		return err
-	}
-	return s.scale(s.d, &d, s.now)
-}
+// at (new engines are ready after the startup delay; fewer cancel, then drain). In agg mode
+// p is 0 and d counts the aggregated engines.
+func (s *sim) setTargets(p, d int) error { return s.apply(&p, &d, s.now) }
 
 // OracleOptions configure the hindsight oracle and the best static search.
 type OracleOptions struct {
@@ -116,7 +113,8 @@ type OracleOptions struct {
 	// interval), Profile the engines' timing. The oracle knows the future, so it orders every
 	// engine StartupDelay before it is needed: its engines are ready when it wants them and
 	// each one started is charged StartupDelay GPU-seconds of starting. InitialPrefill and
-	// InitialDecode are ignored.
+	// InitialDecode are ignored. In agg mode the search is over the aggregated pool (the
+	// decode bounds; the prefill ones are ignored and the prefill pool stays empty).
 	Options
 	// Interval is the oracle's decision interval (0: the config's throughput adjustment
 	// interval).
@@ -167,7 +165,9 @@ func (o *OracleOptions) validate() error {
 	if !(o.Target > 0 && o.Target <= 1) {
 		return fmt.Errorf("%w: goodput target %v not in (0, 1]", ErrInvalidOptions, o.Target)
 	}
-	if o.MinPrefill <= 0 {
+	if o.Config.Mode == config.ModeAgg {
+		o.MinPrefill, o.MaxPrefill = 0, 0 // one pool: the decode bounds size it
+	} else if o.MinPrefill <= 0 {
 		o.MinPrefill = 1
 	}
 	if o.MinDecode <= 0 {
@@ -207,7 +207,7 @@ func searchSmallest(lo, hi int, ok func(n int) bool) (int, bool) {
 }
 
 // Oracle replays reqs under the hindsight oracle: a simulation-based search that knows the
-// trace. At the start of every interval it picks the smallest prefill count whose
+// trace (agg: the prefill step is skipped and the decode search sizes the one pool). At the start of every interval it picks the smallest prefill count whose
 // engines give the interval's arrivals a TTFT within the SLA at the target rate, then the
 // smallest decode count giving them the target goodput (both SLAs), by bisection over trial
 // replays that continue from the real state (queues, running requests and draining engines
@@ -263,8 +263,10 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 				c.advanceTo(math.Inf(1))
 				return w.resolved-w.bad >= (hi-lo)-allowed
 			}
-			var okP, okD bool
-			p, okP = searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, d, true) })
+			okP, okD := true, false
+			if !s.agg {
+				p, okP = searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, d, true) })
+			}
 			for {
 				d, okD = searchSmallest(o.MinDecode, o.MaxDecode, func(n int) bool { return trial(p, n, false) })
 				if okD || p >= o.MaxPrefill {
@@ -293,7 +295,7 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 }
 
 // BestStatic searches the smallest static deployment serving the whole trace at the target
-// goodput: the smallest prefill count meeting the TTFT SLA at the target rate, then the
+// goodput (agg: the smallest number of aggregated engines meeting both SLAs): the smallest prefill count meeting the TTFT SLA at the target rate, then the
 // smallest decode count meeting both (with more prefill when no decode count does), by
 // bisection over full replays. Smallest is per role, so it is the smallest total when the
 // roles' needs are independent, which they nearly are (decode only sees prefill's timing).
@@ -324,7 +326,10 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 		s.advanceTo(math.Inf(1))
 		return w.resolved-w.bad >= n-w.allowedBad
 	}
-	p, okP := searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, o.MaxDecode, true) })
+	p, okP := o.MinPrefill, true // agg: no prefill pool (0), the decode search sizes the one pool
+	if o.Config.Mode != config.ModeAgg {
+		p, okP = searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, o.MaxDecode, true) })
+	}
 	var d int
 	var okD bool
 	for {

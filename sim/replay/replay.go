@@ -16,6 +16,12 @@
 // its role waits, in arrival order, in a frontend queue of that role, flushed as soon as an
 // engine of the role becomes ready.
 //
+// Aggregated deployments (config mode agg) have one pool of aggregated engines (chunked
+// prefill, the mocker's defaults) that run whole requests: an arrival goes to the
+// least-loaded one and stays there; its TTFT is its first token, its ITL the decode on the
+// same engine. As in Dynamo, the single pool is the decode component: its counts, targets,
+// capabilities and FPMs are the decode ones, and the prefill pool stays empty.
+//
 // Scaling: a target above the pool's ready + starting engines starts new engines, ready
 // after StartupDelay (starting meanwhile); a target below cancels starting engines first
 // (newest first), then drains the highest-index ready engines: they take no new request,
@@ -48,14 +54,15 @@ var ErrInvalidOptions = errors.New("replay: invalid options")
 
 // Options configure a replay.
 type Options struct {
-	// Config is the planner configuration (its mode must be disagg).
+	// Config is the planner configuration (its mode must be disagg or agg).
 	Config config.Config
 	// Profile is the pre-deployment profile: the engines' timing model, the perf models'
 	// bootstrap FPMs and the classic sizing's interpolators.
 	Profile *perf.Profile
 	// StartupDelay is how long a new engine takes to become ready.
 	StartupDelay time.Duration
-	// InitialPrefill and InitialDecode are the engines ready at time 0.
+	// InitialPrefill and InitialDecode are the engines ready at time 0. In agg mode
+	// InitialDecode counts the aggregated engines and InitialPrefill must be 0.
 	InitialPrefill, InitialDecode int
 	// EngineConfig returns the configuration of a new engine of a role (nil:
 	// engine.DefaultConfig). The replay sets its WorkerID.
@@ -115,7 +122,8 @@ type PoolCounts struct {
 type TimelineEntry struct {
 	// At is the tick time in seconds.
 	At float64 `json:"at"`
-	// Prefill and Decode are the pools as the tick observed them, before its decision.
+	// Prefill and Decode are the pools as the tick observed them, before its decision
+	// (agg: Decode is the aggregated pool).
 	Prefill PoolCounts `json:"prefill"`
 	Decode  PoolCounts `json:"decode"`
 	// Decision is what the planner decided (nil: no opinion).
@@ -144,7 +152,8 @@ type Result struct {
 	TTFT Percentiles `json:"ttft_ms"`
 	ITL  Percentiles `json:"itl_ms"`
 	// PrefillGPUSeconds and DecodeGPUSeconds are the provisioned GPU-seconds (starting +
-	// ready + draining engines × 1 GPU, integrated over time); GPUSeconds their sum.
+	// ready + draining engines × 1 GPU, integrated over time); GPUSeconds their sum. In agg
+	// mode the aggregated engines are the decode pool's.
 	PrefillGPUSeconds float64 `json:"prefill_gpu_seconds"`
 	DecodeGPUSeconds  float64 `json:"decode_gpu_seconds"`
 	GPUSeconds        float64 `json:"gpu_seconds"`
@@ -233,6 +242,7 @@ type sim struct {
 	caps    scaling.WorkerCapabilities
 	st      scaling.State
 	p, d    *pool
+	agg     bool // mode agg: d is the aggregated pool, p stays empty
 	res     Result
 	hand    handoffHeap
 	done    int
@@ -272,8 +282,10 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	switch {
 	case o.Profile == nil:
 		return nil, fmt.Errorf("%w: no profile", ErrInvalidOptions)
-	case o.Config.Mode != config.ModeDisagg:
-		return nil, fmt.Errorf("%w: mode %q: only disagg is simulated", ErrInvalidOptions, o.Config.Mode)
+	case o.Config.Mode != config.ModeDisagg && o.Config.Mode != config.ModeAgg:
+		return nil, fmt.Errorf("%w: mode %q: only disagg and agg are simulated", ErrInvalidOptions, o.Config.Mode)
+	case o.Config.Mode == config.ModeAgg && o.InitialPrefill != 0:
+		return nil, fmt.Errorf("%w: mode agg has no prefill pool (initial prefill %d): give the aggregated engines as InitialDecode", ErrInvalidOptions, o.InitialPrefill)
 	case o.InitialPrefill < 0 || o.InitialDecode < 0:
 		return nil, fmt.Errorf("%w: negative initial replicas", ErrInvalidOptions)
 	case o.StartupDelay < 0 || o.Horizon < 0:
@@ -305,7 +317,12 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	s.stop = func() bool { return s.done == len(s.reqs) }
 	s.progressEvery = max(1, len(reqs)/100)
 	s.progressNext = s.progressEvery
-	s.caps = scaling.WorkerCapabilities{Prefill: s.capabilities(engine.RolePrefill), Decode: s.capabilities(engine.RoleDecode)}
+	if o.Config.Mode == config.ModeAgg {
+		s.agg, s.d.role = true, engine.RoleAggregated
+		s.caps = scaling.WorkerCapabilities{Decode: s.capabilities(engine.RoleAggregated)}
+	} else {
+		s.caps = scaling.WorkerCapabilities{Prefill: s.capabilities(engine.RolePrefill), Decode: s.capabilities(engine.RoleDecode)}
+	}
 	if s.st, err = pl.Init(0, bootstrap(pl, o)); err != nil {
 		return nil, fmt.Errorf("replay: planner init: %w", err)
 	}
@@ -343,12 +360,10 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 // bootstrap is what a replay's decision core starts from: for the sla target, perf models
 // seeded from the profile (as the workflow's Init activity seeds them).
 func bootstrap(pl *scaling.Planner, o Options) scaling.Bootstrap {
-	var boot scaling.Bootstrap
-	if pl.Config().OptimizationTarget == config.TargetSLA {
-		boot.PrefillFPMs = perf.PrefillBootstrapFPMs(o.Profile.Prefill)
-		boot.DecodeFPMs = perf.DecodeBootstrapFPMs(o.Profile.Decode)
+	if pl.Config().OptimizationTarget != config.TargetSLA {
+		return scaling.Bootstrap{}
 	}
-	return boot
+	return scaling.ProfileBootstrap(o.Profile, pl.Config().Mode)
 }
 
 // add starts an engine in pl, ready at readyAt.
@@ -464,9 +479,17 @@ func (s *sim) process(t float64) {
 		i := s.order[s.next]
 		s.next++
 		s.arrived(i)
-		s.p.queue = append(s.p.queue, i)
+		s.entry().queue = append(s.entry().queue, i)
 	}
-	s.flush(s.p, t)
+	s.flush(s.entry(), t)
+}
+
+// entry is the pool arrivals go to: prefill, or the aggregated pool in agg mode.
+func (s *sim) entry() *pool {
+	if s.agg {
+		return s.d
+	}
+	return s.p
 }
 
 // startPasses routes what the frontend queues hold (a scale-up at t may have made an engine
@@ -588,6 +611,14 @@ func (s *sim) deliver(pl *pool, r *replica) {
 			}
 		case pl.role == engine.RoleDecode && ev.Kind == engine.EventFinished:
 			s.finished(i, ev.Time)
+		case pl.role == engine.RoleAggregated && ev.Kind == engine.EventFirstToken:
+			rec.FirstToken = ev.Time
+			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
+			if s.watch != nil {
+				s.watch.firstToken(s, i)
+			}
+		case pl.role == engine.RoleAggregated && ev.Kind == engine.EventFinished:
+			s.finished(i, ev.Time) // an OSL ≤ 1 request finishes in its first-token pass
 		}
 	}
 	r.events = r.events[:0]
@@ -694,6 +725,10 @@ func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
 // last applied, scaling in progress while an engine starts or drains) and the pools' counts.
 func (s *sim) workers(t float64) (*scaling.WorkerCounts, PoolCounts, PoolCounts) {
 	pc, dc := s.p.counts(t), s.d.counts(t)
+	if s.agg {
+		return &scaling.WorkerCounts{ReadyDecode: ptr(dc.Ready), ExpectedDecode: ptr(s.d.target),
+			DecodeScalingInProgress: dc.Starting+dc.Draining > 0}, pc, dc
+	}
 	return &scaling.WorkerCounts{
 		ReadyPrefill: ptr(pc.Ready), ReadyDecode: ptr(dc.Ready),
 		ExpectedPrefill: ptr(s.p.target), ExpectedDecode: ptr(s.d.target),
@@ -724,14 +759,26 @@ func (s *sim) tick(t float64, tk scaling.Tick) error {
 	if dec.Empty() || s.planner.Config().Advisory {
 		return nil
 	}
-	if err := s.scale(s.p, dec.Prefill, t); err != nil {
-		return err
-	}
-	if err := s.scale(s.d, dec.Decode, t); err != nil {
+	if err := s.apply(dec.Prefill, dec.Decode, t); err != nil {
 		return err
 	}
 	s.st = s.planner.Submitted(s.st, dec, t)
 	return nil
+}
+
+// apply applies a decision's targets at t (nil: leave the pool alone). In agg mode the
+// decode target sizes the aggregated pool and a prefill target other than 0 is refused.
+func (s *sim) apply(prefill, decode *int, t float64) error {
+	if s.agg {
+		if prefill != nil && *prefill != 0 {
+			return fmt.Errorf("%w: mode agg has no prefill pool (prefill target %d)", ErrInvalidOptions, *prefill)
+		}
+		return s.scale(s.d, decode, t)
+	}
+	if err := s.scale(s.p, prefill, t); err != nil {
+		return err
+	}
+	return s.scale(s.d, decode, t)
 }
 
 // scale applies a target to pl at t.

@@ -98,6 +98,9 @@ func (st *Stepper) Apply(_ context.Context, decisionID int64, targets connectors
 	if err := targets.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", connectors.ErrInvalidTargets, err)
 	}
+	if st.s.agg && targets.Prefill != nil && *targets.Prefill != 0 {
+		return fmt.Errorf("%w: mode agg has no prefill pool (prefill target %d)", connectors.ErrInvalidTargets, *targets.Prefill)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch {
@@ -114,10 +117,7 @@ func (st *Stepper) Apply(_ context.Context, decisionID int64, targets connectors
 	if st.over {
 		return nil
 	}
-	if err := st.s.scale(st.s.p, targets.Prefill, t); err != nil {
-		return err
-	}
-	if err := st.s.scale(st.s.d, targets.Decode, t); err != nil {
+	if err := st.s.apply(targets.Prefill, targets.Decode, t); err != nil {
 		return err
 	}
 	st.applied = append(st.applied, Applied{At: t, DecisionID: decisionID, Prefill: copyInt(targets.Prefill), Decode: copyInt(targets.Decode)})
