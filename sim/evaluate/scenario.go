@@ -19,6 +19,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/loadgen"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 // ErrInvalidScenario is wrapped by every scenario error.
@@ -47,6 +48,13 @@ type Scenario struct {
 	// Static are fixed deployments scored beside the best one the search finds, each
 	// [prefill, decode] engines.
 	Static [][2]int `yaml:"static"`
+	// Router is how the frontend routes requests in every replay of the scenario:
+	// least_loaded (the default), round_robin or kv (the engine holding the most of the
+	// request's prompt blocks, ties by load), as Dynamo's router modes.
+	Router router.Mode `yaml:"router"`
+	// PrefixCache turns on the prefill engines' prefix cache of the trace's hash ids
+	// (Mooncake traces; other traces have none, so it changes nothing there).
+	PrefixCache bool `yaml:"prefix_cache"`
 
 	dir       string // the scenario file's folder: relative trace paths start there
 	generated bool   // the requests come from the caller (robustness cases), not Trace
@@ -181,6 +189,11 @@ func (sc *Scenario) Validate() error {
 			return bad("static[%d]: %dP %dD: each pool needs 1 to max_gpu_budget (%d) engines in all", i, d[0], d[1], sc.MaxGPUBudget)
 		}
 	}
+	mode, err := router.ParseMode(string(sc.Router))
+	if err != nil {
+		return bad("%v", err)
+	}
+	sc.Router = mode
 	if sc.Trace.Speedup == 0 {
 		sc.Trace.Speedup = 1
 	}

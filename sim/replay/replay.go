@@ -11,9 +11,9 @@
 //
 // Routing: an arrival goes to a ready (not draining) prefill engine chosen by the router
 // mode (sim/router): by default the one with the fewest outstanding requests (running +
-// waiting; ties to the lowest index); round robin; or KV-aware, the one whose prefix cache
-// holds the most leading blocks of the request's prompt (Options.PrefixCache), ties by
-// load. At its first token plus the KV hand-off delay a request goes the same way to a
+// waiting; ties to the lowest index); round robin; or KV-aware, Dynamo's KV router cost
+// (the engine's busy KV tokens, used blocks and waiting prompt tokens, less the tokens of
+// the request's leading blocks its prefix cache holds; Options.PrefixCache). At its first token plus the KV hand-off delay a request goes the same way to a
 // decode engine (which holds no cache: KV-aware is least loaded there), unless its OSL is
 // ≤ 1 (it finished with its first token). A request that finds no ready engine of
 // its role waits, in arrival order, in a frontend queue of that role, flushed as soon as an
@@ -641,6 +641,8 @@ func (s *sim) flush(pl *pool, t float64) {
 			}
 			c := router.Candidate{Load: r.outstanding()}
 			if kv {
+				l := r.eng.Load()
+				c.ActiveTokens = l.KVBlocksUsed*r.eng.Config().BlockSize + l.WaitingTokens
 				c.CachedBlocks = r.eng.CachedBlocks(q.HashIDs)
 			}
 			pl.cands, pl.candReps = append(pl.cands, c), append(pl.candReps, r)

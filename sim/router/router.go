@@ -1,7 +1,8 @@
 // Package router chooses the engine a request goes to, as Dynamo's frontend router modes
-// do: round robin, least loaded, or KV-aware (the engine holding the most of the request's
-// prompt blocks in its prefix cache, ties by load). The offline replay (sim/replay) and the
-// live frontend (sim/frontend) share it, so both route alike.
+// do: round robin, least loaded, or KV-aware (Dynamo's KV router cost: the prompt tokens
+// the engine would have to compute, its cached prefix taken off, plus the KV tokens it is
+// already busy with; the lowest wins). The offline replay (sim/replay) and the live frontend
+// (sim/frontend) share it, so both route alike.
 package router
 
 import (
@@ -19,9 +20,12 @@ const (
 	LeastLoaded Mode = "least_loaded"
 	// RoundRobin cycles through the candidates in order.
 	RoundRobin Mode = "round_robin"
-	// KV picks the engine with the most cached leading blocks of the request's prompt
-	// (Dynamo's KV router with its overlap weight and no temperature), ties by load, then
-	// the first candidate. Without cached blocks anywhere it is LeastLoaded.
+	// KV is Dynamo's KV router (overlap score weight 1, temperature 0): the engine with the
+	// lowest cost ActiveTokens − CachedBlocks × BlockTokens, i.e. the most cached leading
+	// blocks of the request's prompt among equally busy engines, and a less busy engine
+	// when that outweighs its smaller hit (without the load term, every request sharing a
+	// popular first block would pile onto one engine). Ties go to the fewest requests, then
+	// the first candidate.
 	KV Mode = "kv"
 )
 
@@ -45,6 +49,9 @@ func ParseMode(s string) (Mode, error) {
 type Candidate struct {
 	// Load is the engine's outstanding requests (running + waiting, or in flight).
 	Load int
+	// ActiveTokens is the KV router's measure of how busy the engine is: the tokens of the
+	// requests it holds (their KV and the prompt tokens still to compute).
+	ActiveTokens int
 	// CachedBlocks is the number of the request's leading prompt blocks the engine holds
 	// in its prefix cache (0 when unknown or off).
 	CachedBlocks int
@@ -85,10 +92,11 @@ func (r *Router) Pick(cands []Candidate) int {
 		r.next++
 		return i
 	case KV:
+		cost := func(c Candidate) int { return c.ActiveTokens - c.CachedBlocks*BlockTokens }
 		best := 0
 		for i, c := range cands[1:] {
 			b := cands[best]
-			if c.CachedBlocks > b.CachedBlocks || (c.CachedBlocks == b.CachedBlocks && c.Load < b.Load) {
+			if cost(c) < cost(b) || (cost(c) == cost(b) && c.Load < b.Load) {
 				best = i + 1
 			}
 		}
@@ -102,6 +110,10 @@ func (r *Router) Pick(cands []Candidate) int {
 	}
 	return best
 }
+
+// BlockTokens is the number of prompt tokens a cached block stands for in the KV router's
+// cost: the traces' 512-token hash blocks.
+const BlockTokens = 512
 
 // HitRate is the KV hit rate of one routed request, as Dynamo's router observes it in
 // dynamo_component_router_kv_hit_rate: the chosen engine's cached leading blocks over the

@@ -18,10 +18,18 @@ func TestPick(t *testing.T) {
 		{"least loaded ignores the cache", LeastLoaded, []Candidate{{Load: 2, CachedBlocks: 9}, {Load: 1}}, []int{1}},
 		{"zero value is least loaded", "", []Candidate{{Load: 3}, {Load: 0}}, []int{1}},
 		{"round robin cycles", RoundRobin, []Candidate{{Load: 9}, {Load: 0}, {Load: 5}}, []int{0, 1, 2, 0, 1}},
-		{"kv: most cached blocks", KV, []Candidate{{Load: 0, CachedBlocks: 1}, {Load: 7, CachedBlocks: 4}, {Load: 1, CachedBlocks: 3}}, []int{1, 1}},
-		{"kv: ties by load", KV, []Candidate{{Load: 5, CachedBlocks: 2}, {Load: 2, CachedBlocks: 2}, {Load: 3, CachedBlocks: 2}}, []int{1}},
+		{"kv: most cached blocks among equally busy engines", KV,
+			[]Candidate{{Load: 0, CachedBlocks: 1}, {Load: 7, CachedBlocks: 4}, {Load: 1, CachedBlocks: 3}}, []int{1, 1}},
+		{"kv: equal cost ties by load", KV,
+			[]Candidate{{Load: 5, CachedBlocks: 2}, {Load: 2, CachedBlocks: 2}, {Load: 3, CachedBlocks: 2}}, []int{1}},
 		{"kv: ties by load then first", KV, []Candidate{{Load: 2, CachedBlocks: 2}, {Load: 2, CachedBlocks: 2}}, []int{0}},
-		{"kv without hits is least loaded", KV, []Candidate{{Load: 4}, {Load: 2}, {Load: 3}}, []int{1}},
+		{"kv: a hit outweighs less work", KV,
+			[]Candidate{{ActiveTokens: 1000}, {ActiveTokens: 1400, CachedBlocks: 1}}, []int{1}},
+		{"kv: a busy engine loses its hit", KV,
+			[]Candidate{{ActiveTokens: 1000, Load: 9}, {ActiveTokens: 9000, CachedBlocks: 10, Load: 1}}, []int{0}},
+		{"kv: cost ties go to fewer requests", KV,
+			[]Candidate{{ActiveTokens: 1512, CachedBlocks: 1, Load: 3}, {ActiveTokens: 1000, Load: 2}}, []int{1}},
+		{"kv without hits is the least busy", KV, []Candidate{{Load: 1, ActiveTokens: 4000}, {Load: 3, ActiveTokens: 2000}}, []int{1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
