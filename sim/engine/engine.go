@@ -137,8 +137,24 @@ type seq struct {
 	generated int  // output tokens produced (including the prefill engine's, on decode)
 	blocks    int  // KV blocks held
 	tokens    bool // emit EventToken
-	hashes    []uint64
-	held      int // leading hashes whose prefix-cache blocks it references
+	pfx       *seqPrefix // its hash ids, with the prefix cache on (nil otherwise)
+}
+
+// seqPrefix is a request's prefix-cache state, apart from seq so that requests without
+// hash ids (or with the cache off) carry one pointer only.
+type seqPrefix struct {
+	hashes []uint64
+	held   int // leading hashes whose prefix-cache blocks it references
+}
+
+// clone is an independent copy of s.
+func (s *seq) clone() *seq {
+	cp := *s
+	if s.pfx != nil {
+		p := *s.pfx
+		cp.pfx = &p
+	}
+	return &cp
 }
 
 // queued reports whether a waiting request counts as a queued decode (it already has
@@ -217,13 +233,11 @@ func (e *Engine) Clone() *Engine {
 	c := *e
 	c.running = make([]*seq, len(e.running))
 	for i, s := range e.running {
-		cp := *s
-		c.running[i] = &cp
+		c.running[i] = s.clone()
 	}
 	c.waiting = deque{}
 	for i := 0; i < e.waiting.size; i++ {
-		cp := *e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)]
-		c.waiting.pushBack(&cp)
+		c.waiting.pushBack(e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)].clone())
 	}
 	c.sched, c.events, c.pool = nil, nil, nil
 	if e.cache != nil {
@@ -306,7 +320,9 @@ func (e *Engine) Submit(r Request) error {
 	if e.cfg.Role == RoleDecode {
 		s.generated, s.seqLen, s.computed = 1, r.ISL+1, r.ISL
 	} else if e.cache != nil {
-		s.hashes = r.HashIDs
+		if len(r.HashIDs) > 0 {
+			s.pfx = &seqPrefix{hashes: r.HashIDs}
+		}
 	}
 	e.waiting.pushBack(s)
 	e.enqueued(s)

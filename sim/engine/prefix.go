@@ -172,7 +172,9 @@ func (c *prefixCache) inactiveHashes() []uint64 {
 func (e *Engine) take(need int) {
 	e.freeBlocks -= need
 	e.usedBlocks += need
-	e.trim()
+	if e.cache != nil {
+		e.trim()
+	}
 }
 
 // trim evicts least recently used inactive blocks until the free KV blocks hold the rest.
@@ -188,46 +190,50 @@ func (e *Engine) trim() {
 // leading hash blocks in the cache and the computed tokens it then starts with (the hit's
 // tokens, at most ISL − 1, or the caller's CachedTokens when more).
 func (e *Engine) lookup(s *seq) (blocks, computed int) {
-	if e.cache == nil || len(s.hashes) == 0 || s.generated > 0 || s.held > 0 {
+	p := s.pfx
+	if p == nil || e.cache == nil || s.generated > 0 || p.held > 0 {
 		return 0, s.computed
 	}
-	blocks = e.cache.match(s.hashes)
+	blocks = e.cache.match(p.hashes)
 	return blocks, max(s.computed, min(blocks*e.cfg.HashBlockTokens, s.isl-1))
 }
 
 // admitted records the prefix hit of a request just admitted and takes its references.
 func (e *Engine) admitted(s *seq, blocks, computed int) {
-	if e.cache == nil || len(s.hashes) == 0 || s.generated > 0 || s.held > 0 {
+	p := s.pfx
+	if p == nil || e.cache == nil || s.generated > 0 || p.held > 0 {
 		return
 	}
 	st := &e.cache.stats
 	st.Lookups++
-	st.LookupBlocks += int64(len(s.hashes))
+	st.LookupBlocks += int64(len(p.hashes))
 	st.HitBlocks += int64(blocks)
 	st.PromptTokens += int64(s.isl)
 	st.HitTokens += int64(computed - s.computed)
 	s.computed = computed
-	e.cache.acquire(s.hashes[:blocks])
-	s.held = blocks
+	e.cache.acquire(p.hashes[:blocks])
+	p.held = blocks
 }
 
 // prefilled caches the rest of a request's prompt blocks once its prompt is computed.
 func (e *Engine) prefilled(s *seq) {
-	if e.cache == nil || s.held >= len(s.hashes) {
+	p := s.pfx
+	if p == nil || e.cache == nil || p.held >= len(p.hashes) {
 		return
 	}
-	e.cache.acquire(s.hashes[s.held:])
-	s.held = len(s.hashes)
+	e.cache.acquire(p.hashes[p.held:])
+	p.held = len(p.hashes)
 }
 
 // unheld drops a request's references (it finished or was preempted): its blocks become
 // inactive, evictable.
 func (e *Engine) unheld(s *seq) {
-	if e.cache == nil || s.held == 0 {
+	p := s.pfx
+	if p == nil || e.cache == nil || p.held == 0 {
 		return
 	}
-	e.cache.release(s.hashes[:s.held])
-	s.held = 0
+	e.cache.release(p.hashes[:p.held])
+	p.held = 0
 	e.trim()
 }
 
