@@ -132,11 +132,11 @@ type seq struct {
 	id        uint64
 	arrival   float64
 	isl, osl  int
-	seqLen    int  // tokens known: prompt + tokens generated so far
-	computed  int  // tokens whose KV is computed
-	generated int  // output tokens produced (including the prefill engine's, on decode)
-	blocks    int  // KV blocks held
-	tokens    bool // emit EventToken
+	seqLen    int        // tokens known: prompt + tokens generated so far
+	computed  int        // tokens whose KV is computed
+	generated int        // output tokens produced (including the prefill engine's, on decode)
+	blocks    int        // KV blocks held
+	tokens    bool       // emit EventToken
 	pfx       *seqPrefix // its hash ids, with the prefix cache on (nil otherwise)
 }
 
