@@ -64,7 +64,7 @@ fuzz: ## Run every Fuzz* target in the module (found by go test -list), one at a
 	done <<< "$$targets"; \
 	echo "make fuzz: $$count fuzz targets ran for $(FUZZTIME) each"
 
-BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation
+BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation mooncake-conversation-reuse
 BENCH_OUT := bench-sim-out
 # The robustness benchmark's cases: seed 3 was not looked at while the ahead policy was tuned (seed 1 was, and seed 2's case 19).
 ROBUST_CASES := 20
