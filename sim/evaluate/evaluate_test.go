@@ -14,6 +14,7 @@ import (
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/replay"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 func profile(t testing.TB) *perf.Profile {
@@ -72,6 +73,12 @@ func TestLoadScenario(t *testing.T) {
 	th, err := sc.PolicyConfig(sc.Policies[2])
 	require.NoError(t, err)
 	require.True(t, th.IsEasyMode())
+	require.Equal(t, router.LeastLoaded, sc.Router, "least-loaded routing by default")
+	require.False(t, sc.PrefixCache)
+	sc, err = LoadScenario(writeScenario(t, validScenario+"router: round-robin\nprefix_cache: true\n"))
+	require.NoError(t, err)
+	require.Equal(t, router.RoundRobin, sc.Router, "Dynamo's spelling")
+	require.True(t, sc.PrefixCache)
 
 	for name, tc := range map[string]struct{ body, want string }{
 		"unknown key":       {validScenario + "bogus: 1\n", "bogus"},
@@ -86,6 +93,8 @@ func TestLoadScenario(t *testing.T) {
 		"static too big":    {validScenario + "static: [[4, 5]]\n", "static[0]"},
 		"static empty pool": {validScenario + "static: [[0, 2]]\n", "static[0]"},
 		"duplicate policy":  {validScenario + "policies: [{name: a, builtin: dynamo-default}, {name: a, builtin: dynamo-default}]\n", "twice"},
+		"bad router":        {validScenario + "router: random\n", `router mode "random"`},
+		"bad prefix cache":  {validScenario + "prefix_cache: maybe\n", "prefix_cache"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))
