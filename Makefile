@@ -64,7 +64,7 @@ fuzz: ## Run every Fuzz* target in the module (found by go test -list), one at a
 	done <<< "$$targets"; \
 	echo "make fuzz: $$count fuzz targets ran for $(FUZZTIME) each"
 
-BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation sinusoid-rr-5-45-agg mooncake-conversation-agg \
+BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation mooncake-conversation-reuse sinusoid-rr-5-45-agg mooncake-conversation-agg \
 	dynamo-sla-e2e dynamo-replay-mooncake-agg dynamo-replay-mooncake-agg-4x
 # The flags of every scenario's run, unless BENCH_FLAGS_<scenario> replaces them.
 BENCH_FLAGS := --startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet --predictor-policy dynamo-sla

@@ -99,7 +99,7 @@ func NewPrometheusTraffic(opts PrometheusOptions) (*PrometheusTraffic, error) {
 	return &PrometheusTraffic{o: opts, client: client}, nil
 }
 
-// Traffic reads the window's request count and, unless it is unreadable or zero, the five
+// Traffic reads the window's request count and, unless it is unreadable or zero, the six
 // histogram means (see TrafficSource). The window is truncated to whole seconds, as in
 // Dynamo's "{int(seconds)}s"; DurationS is the truncated window.
 //
@@ -129,6 +129,9 @@ func (p *PrometheusTraffic) Traffic(ctx context.Context, window time.Duration) (
 	for _, m := range trafficMeans {
 		wg.Go(func() {
 			q := meanQuery(m.metric, p.o.Model, p.o.Namespace, window)
+			if m.anyModel {
+				q = namespaceMeanQuery(m.metric, p.o.Namespace, window)
+			}
 			v, ok, err := p.scalar(ctx, q, at)
 			switch {
 			case err != nil:
@@ -217,6 +220,13 @@ func meanQuery(metric, model, namespace string, window time.Duration) string {
 	sel, w := selector(model, namespace), windowString(window)
 	return fmt.Sprintf("sum by (model, dynamo_namespace) (increase(%s_sum%s[%s])) / sum by (model, dynamo_namespace) (increase(%s_count%s[%s]))",
 		metric, sel, w, metric, sel, w)
+}
+
+// namespaceMeanQuery is §9.1's KV hit rate: the router histogram's mean over the window,
+// selected by namespace only.
+func namespaceMeanQuery(metric, namespace string, window time.Duration) string {
+	sel, w := fmt.Sprintf(`{dynamo_namespace="%s"}`, escapeLabelValue(namespace)), windowString(window)
+	return fmt.Sprintf("sum(increase(%s_sum%s[%s])) / sum(increase(%s_count%s[%s]))", metric, sel, w, metric, sel, w)
 }
 
 // countQuery is §9.1's request count over the window: sum(increase(C{…}[W])).

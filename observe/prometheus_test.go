@@ -168,9 +168,11 @@ func TestPrometheusTrafficSemantics(t *testing.T) {
 			name: "busy window: count and means, seconds to milliseconds",
 			responses: map[string]string{started: vectorJSON("42"), mean(metricTTFT): vectorJSON("0.25"),
 				mean(metricITL): vectorJSON("0.02"), mean(metricRequestDuration): vectorJSON("6.2"),
-				mean(metricInputTokens): vectorJSON("3000"), mean(metricOutputTokens): vectorJSON("300")},
-			wantNumReq: ptrTo(42.0), wantQueries: 6,
+				mean(metricInputTokens): vectorJSON("3000"), mean(metricOutputTokens): vectorJSON("300"),
+				namespaceMeanQuery(metricKVHitRate, ns, w): vectorJSON("0.3")},
+			wantNumReq: ptrTo(42.0), wantQueries: 7,
 			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.InDelta(t, 0.3, *o.KVHitRate, 1e-9, "the router's hit rate, by namespace only")
 				require.InDelta(t, 250, *o.TTFTMs, 1e-9)
 				require.InDelta(t, 20, *o.ITLMs, 1e-9)
 				require.InDelta(t, 6.2, *o.RequestDurationS, 1e-9)
@@ -182,8 +184,9 @@ func TestPrometheusTrafficSemantics(t *testing.T) {
 			name: "no started series falls back to requests_total; NaN and missing means are nil",
 			responses: map[string]string{total: vectorJSON("7"), mean(metricTTFT): vectorJSON("NaN"),
 				mean(metricInputTokens): vectorJSON("1000")},
-			wantNumReq: ptrTo(7.0), wantQueries: 7,
+			wantNumReq: ptrTo(7.0), wantQueries: 8,
 			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.Nil(t, o.KVHitRate, "no KV router: unknown, not 0")
 				require.Nil(t, o.TTFTMs)
 				require.Nil(t, o.ITLMs)
 				require.Nil(t, o.OSL)
@@ -243,7 +246,7 @@ func TestPrometheusTrafficSemantics(t *testing.T) {
 			name: "a mean response without data is a nil mean",
 			responses: map[string]string{started: vectorJSON("5"), mean(metricTTFT): `{"status":"success"}`,
 				mean(metricInputTokens): vectorJSON("1000")},
-			wantNumReq: ptrTo(5.0), wantQueries: 6,
+			wantNumReq: ptrTo(5.0), wantQueries: 7,
 			check: func(t *testing.T, o *scaling.TrafficObservation) {
 				require.Nil(t, o.TTFTMs)
 				require.InDelta(t, 1000, *o.ISL, 1e-9)
@@ -291,7 +294,7 @@ func TestPrometheusTrafficSemantics(t *testing.T) {
 			name: "a negative mean is nil",
 			responses: map[string]string{started: vectorJSON("4"), mean(metricITL): vectorJSON("-0.02"),
 				mean(metricOutputTokens): vectorJSON("300")},
-			wantNumReq: ptrTo(4.0), wantQueries: 6,
+			wantNumReq: ptrTo(4.0), wantQueries: 7,
 			check: func(t *testing.T, o *scaling.TrafficObservation) {
 				require.Nil(t, o.ITLMs)
 				require.InDelta(t, 300, *o.OSL, 1e-9)

@@ -288,7 +288,7 @@ func (s *ScrapeTraffic) scrape(ctx context.Context) (scrapeSnapshot, []string, e
 func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapshot, []string, error) {
 	snap := scrapeSnapshot{hists: make([]scrapeHist, len(trafficMeans))}
 	seenSet := map[string]bool{}
-	match := func(m *dto.Metric) bool {
+	match := func(m *dto.Metric, anyModel bool) bool {
 		var mdl, ns string
 		for _, l := range m.GetLabel() {
 			switch l.GetName() {
@@ -299,13 +299,13 @@ func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapsho
 			}
 		}
 		seenSet[fmt.Sprintf("model=%q dynamo_namespace=%q", mdl, ns)] = true
-		return strings.ToLower(mdl) == s.model && ns == s.o.Namespace
+		return (anyModel || strings.ToLower(mdl) == s.model) && ns == s.o.Namespace
 	}
 	var err error
 	counter := func(name string) scrapeValue {
 		var out scrapeValue
 		for _, m := range mfs[name].GetMetric() {
-			if !match(m) {
+			if !match(m, false) {
 				continue
 			}
 			var v float64
@@ -334,7 +334,7 @@ func (s *ScrapeTraffic) extract(mfs map[string]*dto.MetricFamily) (scrapeSnapsho
 	for i, tm := range trafficMeans {
 		h, bad := &snap.hists[i], false
 		for _, m := range mfs[tm.metric].GetMetric() {
-			if m.Histogram == nil || !match(m) {
+			if m.Histogram == nil || !match(m, tm.anyModel) {
 				continue
 			}
 			hist := m.GetHistogram()

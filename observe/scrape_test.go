@@ -144,6 +144,37 @@ func TestScrapeTraffic(t *testing.T) {
 			},
 		},
 		{
+			name: "the KV router's hit rate: the window's mean, unknown without a KV router",
+			steps: func(f *scrapeFixture) {
+				f.scrape(0)
+				f.requests(2, 3000, 2)
+				f.metrics.ObserveKVHitRate(0.9) // before the window: excluded
+				f.scrape(30 * time.Second)
+				f.scrape(30 * time.Second)
+				f.requests(4, 3000, 2)
+				for _, r := range []float64{0, 0.5, 0.75, 1} {
+					f.metrics.ObserveKVHitRate(r)
+				}
+				f.scrape(30 * time.Second)
+			},
+			wantNumReq: ptrTo(4.0),
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.InDelta(t, 0.5625, *o.KVHitRate, 1e-9)
+			},
+		},
+		{
+			name: "no KV router: the hit rate is unknown, not 0",
+			steps: func(f *scrapeFixture) {
+				f.scrape(0)
+				f.requests(4, 3000, 2)
+				f.scrape(60 * time.Second)
+			},
+			wantNumReq: ptrTo(4.0),
+			check: func(t *testing.T, o *scaling.TrafficObservation) {
+				require.Nil(t, o.KVHitRate)
+			},
+		},
+		{
 			name: "the base is the snapshot closest to now-window",
 			steps: func(f *scrapeFixture) {
 				f.scrape(0)

@@ -35,6 +35,9 @@ const (
 	metricOutputTokens    = "dynamo_frontend_output_sequence_tokens"
 	metricRequestsStarted = "dynamo_frontend_requests_started_total"
 	metricRequestsTotal   = "dynamo_frontend_requests_total"
+	// metricKVHitRate is the KV router's per-request hit rate (§9.1 "KV hit rate"), labelled
+	// by namespace (a router serves every model of it).
+	metricKVHitRate = "dynamo_component_router_kv_hit_rate"
 )
 
 // trafficMean is one of the histogram means of a TrafficObservation.
@@ -45,15 +48,18 @@ type trafficMean struct {
 	scale float64
 	// field is the observation's field.
 	field func(o *scaling.TrafficObservation) **float64
+	// anyModel selects the series by namespace only (the router's metrics).
+	anyModel bool
 }
 
 // trafficMeans lists the histograms the planner averages, in §9.1 order.
 var trafficMeans = []trafficMean{
-	{metricTTFT, 1000, func(o *scaling.TrafficObservation) **float64 { return &o.TTFTMs }},
-	{metricITL, 1000, func(o *scaling.TrafficObservation) **float64 { return &o.ITLMs }},
-	{metricRequestDuration, 1, func(o *scaling.TrafficObservation) **float64 { return &o.RequestDurationS }},
-	{metricInputTokens, 1, func(o *scaling.TrafficObservation) **float64 { return &o.ISL }},
-	{metricOutputTokens, 1, func(o *scaling.TrafficObservation) **float64 { return &o.OSL }},
+	{metricTTFT, 1000, func(o *scaling.TrafficObservation) **float64 { return &o.TTFTMs }, false},
+	{metricITL, 1000, func(o *scaling.TrafficObservation) **float64 { return &o.ITLMs }, false},
+	{metricRequestDuration, 1, func(o *scaling.TrafficObservation) **float64 { return &o.RequestDurationS }, false},
+	{metricInputTokens, 1, func(o *scaling.TrafficObservation) **float64 { return &o.ISL }, false},
+	{metricOutputTokens, 1, func(o *scaling.TrafficObservation) **float64 { return &o.OSL }, false},
+	{metricKVHitRate, 1, func(o *scaling.TrafficObservation) **float64 { return &o.KVHitRate }, true},
 }
 
 // windowString is Dynamo's PromQL range: whole seconds, "{int(seconds)}s".

@@ -25,7 +25,25 @@ type Request struct {
 	InputTokens int
 	// OutputTokens is the generated length (OSL).
 	OutputTokens int
+	// HashIDs are the prompt's block hashes, one per HashBlockTokens tokens of the prompt
+	// (the last block may be partial), as Mooncake traces give them: two requests whose
+	// first k hash ids are equal share their first k blocks of prompt (a prefix a prefix
+	// cache can reuse). Nil for traces without hashes (Azure, synthetic): no reuse.
+	HashIDs []uint64
 }
+
+// HashBlockTokens is the number of prompt tokens one hash id covers in the Mooncake traces
+// (Dynamo's --trace-block-size default for them).
+const HashBlockTokens = 512
+
+// MaxHashIDs bounds the hash ids of one request, whatever its length: 65,536 blocks of 512
+// tokens are 32M tokens, far beyond any model's context.
+const MaxHashIDs = 1 << 16
+
+// maxHashIDs is the most hash ids a prompt of isl tokens may have: one per started block
+// (ISL/512 rounded up, plus one of slack for traces that round differently), never more
+// than MaxHashIDs.
+func maxHashIDs(isl int) int { return min(isl/HashBlockTokens+1, MaxHashIDs) }
 
 // ErrUnknownTraceFormat is returned (wrapped) by ReadTrace for a file that is neither a
 // Mooncake JSONL trace nor an Azure LLM inference CSV trace.
@@ -39,7 +57,9 @@ var azureHeader = []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
 const azureTimeLayout = "2006-01-02 15:04:05"
 
 // ReadTrace reads a request trace: Mooncake JSONL (one object a line with `timestamp` in
-// ms, `input_length`, `output_length`; other keys ignored) or the Azure LLM inference CSV
+// ms, `input_length`, `output_length` and optionally `hash_ids`, the prompt's 512-token
+// block hashes: non-negative integers, at most input_length/512 + 1 of them; other keys
+// ignored) or the Azure LLM inference CSV
 // (TIMESTAMP,ContextTokens,GeneratedTokens). Files ending in .gz are decompressed. The
 // format is recognised from the content (a JSON object or the Azure header). Requests are
 // returned in arrival order, with arrival times relative to the earliest request. A
@@ -102,9 +122,10 @@ func relative(reqs []Request) []Request {
 }
 
 type mooncakeLine struct {
-	Timestamp    *float64 `json:"timestamp"`
-	InputLength  *float64 `json:"input_length"`
-	OutputLength *float64 `json:"output_length"`
+	Timestamp    *float64  `json:"timestamp"`
+	InputLength  *float64  `json:"input_length"`
+	OutputLength *float64  `json:"output_length"`
+	HashIDs      []float64 `json:"hash_ids"`
 }
 
 func readMooncake(path string, r *bufio.Reader) ([]Request, error) {
@@ -136,12 +157,36 @@ func readMooncake(path string, r *bufio.Reader) ([]Request, error) {
 		if err != nil {
 			return nil, fmt.Errorf("predict: %s:%d: output_length: %w", path, line, err)
 		}
-		reqs = append(reqs, Request{Arrival: *m.Timestamp / 1000, InputTokens: in, OutputTokens: out})
+		hashes, err := hashIDs(m.HashIDs, in)
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: hash_ids: %w", path, line, err)
+		}
+		reqs = append(reqs, Request{Arrival: *m.Timestamp / 1000, InputTokens: in, OutputTokens: out, HashIDs: hashes})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("predict: %s:%d: %w", path, line+1, err)
 	}
 	return reqs, nil
+}
+
+// hashIDs checks a request's hash ids: non-negative integers (exact in a float64), at most
+// maxHashIDs(isl) of them. None is nil.
+func hashIDs(v []float64, isl int) ([]uint64, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	if n := maxHashIDs(isl); len(v) > n {
+		return nil, fmt.Errorf("%d hash ids for input_length %d: at most %d (one per %d-token block, at most %d)",
+			len(v), isl, n, HashBlockTokens, MaxHashIDs)
+	}
+	out := make([]uint64, len(v))
+	for i, h := range v {
+		if !(h >= 0) || h != math.Trunc(h) || h > 1<<53 {
+			return nil, fmt.Errorf("hash id %d: %v is not a non-negative integer below 2^53", i, h)
+		}
+		out[i] = uint64(h)
+	}
+	return out, nil
 }
 
 func tokenCount(v float64) (int, error) {

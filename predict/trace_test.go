@@ -34,7 +34,7 @@ const mooncakeSample = `{"timestamp": 1000, "input_length": 6758, "output_length
 
 func TestReadTraceMooncake(t *testing.T) {
 	want := []Request{
-		{Arrival: 0, InputTokens: 6758, OutputTokens: 500},
+		{Arrival: 0, InputTokens: 6758, OutputTokens: 500, HashIDs: []uint64{0, 1, 2}},
 		{Arrival: 0, InputTokens: 100, OutputTokens: 10},
 		{Arrival: 249, InputTokens: 300, OutputTokens: 30},
 	}
@@ -72,6 +72,11 @@ func TestReadTraceErrors(t *testing.T) {
 		{"bad tokens", "e.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,-1,2\n", "e.csv:2: ContextTokens"},
 		{"field count", "f.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1\n", "f.csv:2: want 3 fields"},
 		{"unknown", "g.csv", "a,b,c\n1,2,3\n", "unknown trace format"},
+		{"negative hash", "h.jsonl", "{\"timestamp\": 1, \"input_length\": 1000, \"output_length\": 3, \"hash_ids\": [1, -2]}\n", "h.jsonl:1: hash_ids: hash id 1: -2 is not a non-negative integer"},
+		{"fractional hash", "i.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1.5]}\n", "i.jsonl:1: hash_ids: hash id 0: 1.5"},
+		{"hash not a number", "j.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [\"a\"]}\n", "j.jsonl:1:"},
+		{"too many hashes", "k.jsonl", "{\"timestamp\": 1, \"input_length\": 1024, \"output_length\": 3, \"hash_ids\": [1, 2, 3, 4]}\n", "k.jsonl:1: hash_ids: 4 hash ids for input_length 1024: at most 3"},
+		{"huge hash", "l.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1e300]}\n", "l.jsonl:1: hash_ids: hash id 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadTrace(writeFile(t, tc.file, tc.content))
@@ -172,5 +177,13 @@ func TestReadBundledTraces(t *testing.T) {
 			require.Equal(t, tc.rows, total)
 			require.Equal(t, int(reqs[len(reqs)-1].Arrival/60)+1, len(wins), "empty windows are kept")
 		})
+	}
+}
+
+func TestMaxHashIDs(t *testing.T) {
+	for _, tc := range []struct{ isl, want int }{
+		{0, 1}, {511, 1}, {512, 2}, {6758, 14}, {1 << 30, MaxHashIDs},
+	} {
+		require.Equal(t, tc.want, maxHashIDs(tc.isl), "isl %d", tc.isl)
 	}
 }

@@ -45,6 +45,7 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	model := fs.String("model", "nvidia/Llama-3.1-8B-Instruct-FP8", "served model name of the OpenAI API (aggregated role)")
 	maxModelLen := fs.Int("max-model-len", 16384, "context limit in tokens of the OpenAI API (prompt + max_tokens), reported by /v1/models")
+	prefixCaching := fs.Bool("prefix-caching", false, "keep a prefix cache of the requests' 512-token hash blocks (prefill and aggregated roles; LRU within the KV capacity)")
 	tp := fs.Int("tp", 1, "tensor parallelism: scale the timing model to this many GPUs (engine.TensorParallelTiming; docs/profiling.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner engine --role prefill|decode|aggregated --name N --fpm-endpoint tcp://... [flags]")
@@ -68,6 +69,7 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	logger = logger.With("engine", *name)
 	cfg := engine.DefaultConfig(engine.Role(*role))
 	cfg.WorkerID, cfg.SpeedupRatio, cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens = *name, *speedup, *maxSeqs, *maxTokens
+	cfg.EnablePrefixCaching = *prefixCaching
 	var timing engine.Timing = engine.MockerPolynomial()
 	if *profileDir != "" {
 		p, err := perf.LoadProfile(*profileDir)
@@ -224,7 +226,7 @@ func (s *engineServer) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("bad request: a %s engine runs phase %q, not %q", s.role, want, req.Phase), http.StatusBadRequest)
 		return
 	}
-	ch, err := s.live.Submit(req.ISL, req.OSL)
+	ch, err := s.live.SubmitWith(req.ISL, req.OSL, engine.SubmitOptions{HashIDs: req.HashIDs})
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, engine.ErrDraining) || errors.Is(err, engine.ErrStopped) {

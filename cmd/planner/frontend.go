@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmplanner/planner/sim/frontend"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 func init() {
@@ -29,11 +30,13 @@ func runFrontend(ctx context.Context, args []string, _, stderr io.Writer) error 
 	ns := fs.String("namespace", "demo", "dynamo_namespace label of the metrics")
 	mode := fs.String("mode", "disagg", "disagg (prefill then decode engines) or agg (aggregated engines)")
 	ttl := fs.Duration("engine-ttl", 3*time.Second, "stop routing to an engine this long after its last heartbeat")
+	routerMode := fs.String("router", "least_loaded", "routing: least_loaded (fewest in-flight requests), round_robin, or kv (Dynamo's KV router: cached prefix blocks, predicted from routing decisions, against in-flight tokens; observes dynamo_component_router_kv_hit_rate)")
+	kvTTL := fs.Duration("kv-index-ttl", frontend.DefaultKVIndexTTL, "kv router: how long a routed prompt block is predicted to stay cached on its engine")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner frontend [flags]")
 		fmt.Fprintln(stderr, "\nEngines (planner engine --frontend URL) register here; requests (POST /v1/completions {isl, osl})")
-		fmt.Fprintln(stderr, "go to the least-loaded routable engine of each role.")
+		fmt.Fprintln(stderr, "go to a routable engine of each role, as --router picks.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
@@ -46,7 +49,8 @@ func runFrontend(ctx context.Context, args []string, _, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	f, err := frontend.New(frontend.Options{Model: *model, Namespace: *ns, Mode: frontend.Mode(*mode), EngineTTL: *ttl, Logger: logger})
+	f, err := frontend.New(frontend.Options{Model: *model, Namespace: *ns, Mode: frontend.Mode(*mode), EngineTTL: *ttl,
+		Router: router.Mode(*routerMode), KVIndexTTL: *kvTTL, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -54,7 +58,7 @@ func runFrontend(ctx context.Context, args []string, _, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
-	logger.Info("frontend serving", "address", ln.Addr().String(), "model", *model, "namespace", *ns, "mode", *mode)
+	logger.Info("frontend serving", "address", ln.Addr().String(), "model", *model, "namespace", *ns, "mode", *mode, "router", *routerMode)
 	return serveUntilDone(ctx, ln, f)
 }
 

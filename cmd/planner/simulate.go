@@ -17,6 +17,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/sim/evaluate"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 func init() {
@@ -34,6 +35,7 @@ type simulateOptions struct {
 	baselines                    string
 	startup, mode                string
 	baselinesSet                 bool
+	router, prefixCache          string
 	goodputTarget                float64
 	sweep, predictors            string
 	sweepPolicy, predictorPolicy string
@@ -54,6 +56,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.baselines, "baselines", "oracle,static,ahead,dynamo-sla,dynamo-default", "baselines to run: oracle, static, ahead, dynamo-sla, dynamo-default, or none")
 	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's); agg drops the ahead baseline unless --baselines names it")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
+	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
+	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off)")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.StringVar(&o.sweep, "startup-sweep", "", "also run the sweep policy at these startup delays (comma-separated, e.g. 0,30s,60s,120s,300s; bare numbers are seconds)")
 	fs.StringVar(&o.predictors, "predictors", "", "also run the sweep policy with each of these load predictors (e.g. constant,arima,kalman,prophet) and backtest them on the trace at 60 s and 180 s")
@@ -168,6 +172,18 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	}
 	if o.goodputTarget != 0 {
 		sc.GoodputTarget = o.goodputTarget
+	}
+	if o.router != "" {
+		sc.Router = router.Mode(o.router)
+	}
+	switch o.prefixCache {
+	case "":
+	case "on", "true":
+		sc.PrefixCache = true
+	case "off", "false":
+		sc.PrefixCache = false
+	default:
+		return evaluate.Plan{}, fmt.Errorf("simulate: --prefix-cache %q: want on or off", o.prefixCache)
 	}
 	if err := sc.Validate(); err != nil {
 		return evaluate.Plan{}, err

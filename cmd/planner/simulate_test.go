@@ -89,6 +89,10 @@ func TestSimulate_Errors(t *testing.T) {
 		"unknown policy": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--policies", "mine"},
 			"no policy \"mine\""},
 		"json and markdown": {[]string{"--json", "--markdown"}, "exclude"},
+		"bad router": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--router", "random"},
+			`router mode "random"`},
+		"bad prefix cache": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--prefix-cache", "maybe"},
+			`--prefix-cache "maybe"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -133,4 +137,36 @@ func TestSimulate_AggMode(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestSimulate_PrefixReuse(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 240 { // 2 req/s for 2 minutes, every prompt starting with the same 3 blocks
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 2000, "output_length": 20, "hash_ids": [0, 1, 2, %d]}`+"\n", i*500, 10+i)
+	}
+	trace := filepath.Join(dir, "shared.jsonl")
+	require.NoError(t, os.WriteFile(trace, []byte(b.String()), 0o644))
+	cfg := filepath.Join(dir, "mine.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("optimization_target: sla\nttft: 300\nitl: 20\nmax_gpu_budget: 4\n"), 0o644))
+	run := func(args ...string) evaluate.Report {
+		var stdout, stderr bytes.Buffer
+		err := runSimulate(context.Background(), append([]string{"--trace", trace, "--config", cfg, "--out", "", "--baselines", "none",
+			"--quiet", "--json"}, args...), &stdout, &stderr)
+		require.NoError(t, err, stderr.String())
+		var rep evaluate.Report
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+		require.Len(t, rep.Rows, 1)
+		return rep
+	}
+	on := run("--router", "kv", "--prefix-cache", "on")
+	require.Equal(t, "kv", on.Router)
+	require.True(t, on.PrefixCache)
+	require.Greater(t, on.Rows[0].KVHitRate, 0.5, "3 of every request's 4 blocks are shared")
+	require.Greater(t, on.Rows[0].PrefixHitShare, 0.5)
+	off := run()
+	require.Equal(t, "least_loaded", off.Router)
+	require.Zero(t, off.Rows[0].KVHitRate)
+	require.Zero(t, off.Rows[0].PrefixHitShare)
+	require.Less(t, on.Rows[0].TTFT.P50, off.Rows[0].TTFT.P50)
 }

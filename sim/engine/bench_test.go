@@ -48,26 +48,41 @@ func BenchmarkStep(b *testing.B) {
 // BenchmarkOffline pushes 10 minutes of 10 req/s (ISL 3000, OSL 300, evenly spaced)
 // through one aggregated engine with the H200 profile timing as fast as possible, and
 // reports simulated seconds per wall second.
-func BenchmarkOffline(b *testing.B) {
+func BenchmarkOffline(b *testing.B) { benchmarkOffline(b, false) }
+
+// BenchmarkOfflinePrefixCache is BenchmarkOffline with the prefix cache on: every request
+// has six hash blocks, the first four shared by the requests of its session (50 sessions).
+func BenchmarkOfflinePrefixCache(b *testing.B) { benchmarkOffline(b, true) }
+
+func benchmarkOffline(b *testing.B, prefix bool) {
 	_, tim := profileTiming(b)
 	const (
 		rate     = 10.0
 		duration = 600.0
 		n        = int(rate * duration)
 	)
+	cfg := DefaultConfig(RoleAggregated)
+	hashes := make([][]uint64, n)
+	if prefix {
+		cfg.EnablePrefixCaching = true
+		for i := range hashes {
+			sess := uint64(i % 50)
+			hashes[i] = []uint64{sess * 4, sess*4 + 1, sess*4 + 2, sess*4 + 3, 1000 + 2*uint64(i), 1001 + 2*uint64(i)}
+		}
+	}
 	var simulated, wall float64
 	var passes, preempted int
 	b.ReportAllocs()
 	for b.Loop() {
 		start := time.Now()
-		e := newEngine(b, DefaultConfig(RoleAggregated), tim)
+		e := newEngine(b, cfg, tim)
 		now, next, finished := 0.0, 0, 0
 		for next < n || !e.Idle() {
 			if e.Idle() && now < float64(next)/rate {
 				now = float64(next) / rate
 			}
 			for next < n && float64(next)/rate <= now {
-				if err := e.Submit(Request{ID: uint64(next), ISL: 3000, OSL: 300, Arrival: float64(next) / rate}); err != nil {
+				if err := e.Submit(Request{ID: uint64(next), ISL: 3000, OSL: 300, Arrival: float64(next) / rate, HashIDs: hashes[next]}); err != nil {
 					b.Fatal(err)
 				}
 				next++

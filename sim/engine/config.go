@@ -42,6 +42,9 @@ const (
 	// DefaultKVTransferBandwidth is the prefill→decode KV transfer bandwidth in bytes per
 	// second (64 GB/s; about 450 GB/s models NVLink).
 	DefaultKVTransferBandwidth = 64e9
+	// DefaultHashBlockTokens is the number of prompt tokens a request hash id covers: the
+	// Mooncake traces' 512-token blocks (DynoSim's --trace-block-size for them).
+	DefaultHashBlockTokens = 512
 	// DefaultKVBytesPerToken is the KV cache size of one token of Llama-3.1-8B with a
 	// 16-bit KV cache: 32 layers × 2 (K and V) × 8 KV heads × 128 head dim × 2 bytes.
 	DefaultKVBytesPerToken = 32 * 2 * 8 * 128 * 2
@@ -79,6 +82,14 @@ type Config struct {
 	// KVTransferBandwidth is the prefill→decode KV transfer bandwidth in bytes per second
 	// (> 0). A prefill engine reports handoff delay = ISL × KVBytesPerToken / bandwidth.
 	KVTransferBandwidth float64
+	// EnablePrefixCaching keeps a prefix cache of prompt blocks keyed by the requests'
+	// hash ids on prefill and aggregated engines (decode engines receive their KV): a
+	// request's leading blocks found in it are not computed again. Off, hash ids are
+	// ignored.
+	EnablePrefixCaching bool
+	// HashBlockTokens is the number of prompt tokens one request hash id covers (≥ 1;
+	// DefaultHashBlockTokens, the Mooncake traces' 512).
+	HashBlockTokens int
 	// WorkerID identifies the engine in its Forward Pass Metrics.
 	WorkerID string
 	// DPRank is the engine's data-parallel rank in its Forward Pass Metrics (≥ 0).
@@ -99,6 +110,7 @@ func DefaultConfig(role Role) Config {
 		DecodeSpeedupRatio:   1,
 		KVBytesPerToken:      DefaultKVBytesPerToken,
 		KVTransferBandwidth:  DefaultKVTransferBandwidth,
+		HashBlockTokens:      DefaultHashBlockTokens,
 	}
 }
 
@@ -140,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if !positiveFinite(c.KVTransferBandwidth) {
 		bad("kv_transfer_bandwidth %v: must be a finite number of bytes/s > 0", c.KVTransferBandwidth)
+	}
+	if c.HashBlockTokens < 1 || c.HashBlockTokens > 1<<20 {
+		bad("hash_block_tokens %d: must be in [1, %d]", c.HashBlockTokens, 1<<20)
 	}
 	if c.DPRank < 0 {
 		bad("dp_rank %d: must be ≥ 0", c.DPRank)

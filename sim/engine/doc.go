@@ -23,9 +23,27 @@
 // mocker's default): its blocks are freed, its computed tokens reset to zero and it goes
 // back to the front of the waiting queue, to be recomputed (prompt and the tokens already
 // generated) when it is admitted again. A waiting request that does not fit is not
-// admitted (waiting requests never preempt). There is no prefix caching: every prompt is
-// computed in full, so traces with shared prefixes (e.g. Mooncake's hash ids) cost more
-// prefill here than in the mocker with its prefix cache.
+// admitted (waiting requests never preempt).
+//
+// # Prefix cache
+//
+// With Config.EnablePrefixCaching, a prefill or aggregated engine keeps the KV of prompt
+// blocks keyed by the requests' hash ids (Request.HashIDs, one per Config.HashBlockTokens
+// = 512 prompt tokens, as in the Mooncake traces), like the mocker's KV manager (§1.2): a
+// block referenced by a running request is active; when no running request references it
+// any more it becomes inactive, kept for reuse and evicted least recently used first (a
+// request's blocks are released last block first, so shared leading blocks outlive their
+// tails). Inactive blocks only use KV memory that is free: an allocation evicts as many as
+// it needs, so the cache never delays or preempts a request. When a waiting request is
+// admitted, the longest leading run of its hash ids found in the cache (active or
+// inactive) is its hit: those tokens, at most ISL − 1 (one token is always computed), are
+// not computed again. They still hold KV blocks, and they are the pass's cached tokens in
+// the prefill timing and the FPM's sum_prefill_kv_tokens. A request's blocks enter the
+// cache when its prompt is computed. Simplifications: a block shared by two running
+// requests is charged to both (conservative), the hash block is the unit (the last,
+// partial block of a prompt is cached whole), and a preempted request drops its references
+// and looks the cache up again when it is admitted again. Decode engines keep no cache
+// (they receive the prompt's KV). Without hash ids, or with the cache off, nothing changes.
 //
 // A request's state is its sequence (prompt plus the tokens generated so far) and the
 // number of its tokens whose KV is computed. When a pass computes the last token of the

@@ -38,6 +38,12 @@ type Request struct {
 	// count as the batch's cached tokens in the prefill timing. 0 ≤ CachedTokens < ISL;
 	// ignored on a decode engine. A preempted request recomputes its whole sequence.
 	CachedTokens int
+	// HashIDs are the prompt's block hashes, one per Config.HashBlockTokens tokens (at
+	// most ISL/HashBlockTokens + 1; nil: none). With Config.EnablePrefixCaching on a
+	// prefill or aggregated engine, the longest leading run of them found in the engine's
+	// prefix cache when the request is admitted is not computed again (see the package
+	// documentation). The engine keeps the slice: the caller must not modify it.
+	HashIDs []uint64
 	// TokenEvents asks for an EventToken for every output token after the first except
 	// the last (which has EventFinished), so a caller can stream the tokens as they are
 	// produced. Off, a request costs no per-token event.
@@ -126,11 +132,29 @@ type seq struct {
 	id        uint64
 	arrival   float64
 	isl, osl  int
-	seqLen    int  // tokens known: prompt + tokens generated so far
-	computed  int  // tokens whose KV is computed
-	generated int  // output tokens produced (including the prefill engine's, on decode)
-	blocks    int  // KV blocks held
-	tokens    bool // emit EventToken
+	seqLen    int        // tokens known: prompt + tokens generated so far
+	computed  int        // tokens whose KV is computed
+	generated int        // output tokens produced (including the prefill engine's, on decode)
+	blocks    int        // KV blocks held
+	tokens    bool       // emit EventToken
+	pfx       *seqPrefix // its hash ids, with the prefix cache on (nil otherwise)
+}
+
+// seqPrefix is a request's prefix-cache state, apart from seq so that requests without
+// hash ids (or with the cache off) carry one pointer only.
+type seqPrefix struct {
+	hashes []uint64
+	held   int // leading hashes whose prefix-cache blocks it references
+}
+
+// clone is an independent copy of s.
+func (s *seq) clone() *seq {
+	cp := *s
+	if s.pfx != nil {
+		p := *s.pfx
+		cp.pfx = &p
+	}
+	return &cp
 }
 
 // queued reports whether a waiting request counts as a queued decode (it already has
@@ -171,6 +195,7 @@ type Engine struct {
 	draining bool
 	passes   int64
 	busyTill float64
+	cache    *prefixCache // nil: prefix caching off
 }
 
 // New builds an engine. A Config.NumGPUBlocks of 0 is derived from the timing model (see
@@ -194,6 +219,9 @@ func New(cfg Config, timing Timing) (*Engine, error) {
 		freeBlocks: cfg.NumGPUBlocks,
 		busyTill:   math.Inf(-1),
 	}
+	if cfg.EnablePrefixCaching && cfg.Role != RoleDecode {
+		e.cache = newPrefixCache(e.blocksFor(cfg.HashBlockTokens))
+	}
 	return e, nil
 }
 
@@ -205,15 +233,16 @@ func (e *Engine) Clone() *Engine {
 	c := *e
 	c.running = make([]*seq, len(e.running))
 	for i, s := range e.running {
-		cp := *s
-		c.running[i] = &cp
+		c.running[i] = s.clone()
 	}
 	c.waiting = deque{}
 	for i := 0; i < e.waiting.size; i++ {
-		cp := *e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)]
-		c.waiting.pushBack(&cp)
+		c.waiting.pushBack(e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)].clone())
 	}
 	c.sched, c.events, c.pool = nil, nil, nil
+	if e.cache != nil {
+		c.cache = e.cache.clone()
+	}
 	return &c
 }
 
@@ -265,6 +294,9 @@ func (e *Engine) Submit(r Request) error {
 		return fmt.Errorf("%w: request %d: arrival %v must be finite", ErrInvalidRequest, r.ID, r.Arrival)
 	case r.CachedTokens < 0 || r.CachedTokens >= r.ISL:
 		return fmt.Errorf("%w: request %d: cached tokens %d must be in [0, isl %d)", ErrInvalidRequest, r.ID, r.CachedTokens, r.ISL)
+	case len(r.HashIDs) > r.ISL/e.cfg.HashBlockTokens+1:
+		return fmt.Errorf("%w: request %d: %d hash ids for isl %d: at most %d (one per %d-token block)",
+			ErrInvalidRequest, r.ID, len(r.HashIDs), r.ISL, r.ISL/e.cfg.HashBlockTokens+1, e.cfg.HashBlockTokens)
 	}
 	// Peak KV: the prompt on a prefill engine; the prompt and every generated token but
 	// the last (which is sampled, never fed back) otherwise.
@@ -287,6 +319,10 @@ func (e *Engine) Submit(r Request) error {
 	*s = seq{id: r.ID, arrival: r.Arrival, isl: r.ISL, osl: r.OSL, seqLen: r.ISL, computed: r.CachedTokens, tokens: r.TokenEvents}
 	if e.cfg.Role == RoleDecode {
 		s.generated, s.seqLen, s.computed = 1, r.ISL+1, r.ISL
+	} else if e.cache != nil {
+		if len(r.HashIDs) > 0 {
+			s.pfx = &seqPrefix{hashes: r.HashIDs}
+		}
 	}
 	e.waiting.pushBack(s)
 	e.enqueued(s)
@@ -340,6 +376,7 @@ func (e *Engine) preemptNewest() *seq {
 	e.freeBlocks += v.blocks
 	e.usedBlocks -= v.blocks
 	v.blocks, v.computed = 0, 0
+	e.unheld(v)
 	e.waiting.pushFront(v)
 	e.enqueued(v)
 	return v
@@ -374,8 +411,7 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 		if victimSelf {
 			break // s was the last running request
 		}
-		e.freeBlocks -= need
-		e.usedBlocks += need
+		e.take(need)
 		s.blocks += need
 		e.sched = append(e.sched, scheduled{s: s, n: n, decode: s.generated > 0 && s.seqLen-s.computed == 1, computed: s.computed})
 		budget -= n
@@ -385,21 +421,22 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 	if preempted == 0 {
 		for e.waiting.len() > 0 && len(e.running) < e.cfg.MaxNumSeqs && budget > 0 {
 			s := e.waiting.front()
-			n := s.seqLen - s.computed
+			hit, computed := e.lookup(s)
+			n := s.seqLen - computed
 			if n > budget {
 				if !e.cfg.EnableChunkedPrefill {
 					break
 				}
 				n = budget
 			}
-			need := e.blocksFor(s.computed + n)
+			need := e.blocksFor(computed + n)
 			if need > e.freeBlocks {
 				break
 			}
 			e.waiting.popFront()
 			e.dequeued(s)
-			e.freeBlocks -= need
-			e.usedBlocks += need
+			e.admitted(s, hit, computed)
+			e.take(need)
 			s.blocks = need
 			e.running = append(e.running, s)
 			e.sched = append(e.sched, scheduled{s: s, n: n, decode: s.generated > 0 && s.seqLen-s.computed == 1, computed: s.computed})
@@ -491,6 +528,7 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 		s.generated++
 		s.seqLen++
 		if s.generated == 1 {
+			e.prefilled(s)
 			e.events = append(e.events, Event{Kind: EventFirstToken, ID: s.id, Arrival: s.arrival, Time: end,
 				HandoffDelay: e.handoffDelay(s.isl)})
 		}
@@ -502,6 +540,7 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 			e.freeBlocks += s.blocks
 			e.usedBlocks -= s.blocks
 			s.blocks = 0
+			e.unheld(s)
 			s.osl = -1 // marks it finished for the compaction below
 			finished++
 		}

@@ -29,6 +29,7 @@ func TestConfigValidate(t *testing.T) {
 		{"kv bytes", func(c *Config) { c.KVBytesPerToken = -1 }, "kv_bytes_per_token -1"},
 		{"bandwidth", func(c *Config) { c.KVTransferBandwidth = 0 }, "kv_transfer_bandwidth 0"},
 		{"dp rank", func(c *Config) { c.DPRank = -1 }, "dp_rank -1"},
+		{"hash block", func(c *Config) { c.HashBlockTokens = 0 }, "hash_block_tokens 0"},
 		{"zero value", func(c *Config) { *c = Config{} }, "max_num_batched_tokens 0"},
 	}
 	for _, tc := range tests {

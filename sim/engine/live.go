@@ -51,6 +51,9 @@ type liveWaiter struct {
 type SubmitOptions struct {
 	// CachedTokens is the request's prefix-cache hit (see Request.CachedTokens).
 	CachedTokens int
+	// HashIDs are the prompt's block hashes for the engine's prefix cache (see
+	// Request.HashIDs); the engine keeps the slice.
+	HashIDs []uint64
 	// OnToken, if set, is called with the time of every output token as it is produced
 	// (the first, the intermediate ones and the last), in order, from the runner
 	// goroutine with the runner's lock held: it must return quickly and must not call
@@ -148,7 +151,7 @@ func (l *Live) SubmitWith(isl, osl int, opts SubmitOptions) (<-chan Result, erro
 	}
 	id := l.nextID
 	req := Request{ID: id, ISL: isl, OSL: osl, Arrival: l.engineTime(l.now()),
-		CachedTokens: opts.CachedTokens, TokenEvents: opts.OnToken != nil}
+		CachedTokens: opts.CachedTokens, HashIDs: opts.HashIDs, TokenEvents: opts.OnToken != nil}
 	if err := l.eng.Submit(req); err != nil {
 		return nil, err
 	}
@@ -168,6 +171,13 @@ func (l *Live) Load() Load {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.eng.Load()
+}
+
+// PrefixStats returns the engine's prefix-cache counters.
+func (l *Live) PrefixStats() PrefixStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.eng.PrefixStats()
 }
 
 // Drain stops accepting requests; the runner finishes the ones it holds, then exits and

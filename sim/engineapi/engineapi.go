@@ -48,6 +48,9 @@ type GenerateRequest struct {
 	Phase string `json:"phase"`
 	ISL   int    `json:"isl"`
 	OSL   int    `json:"osl"`
+	// HashIDs are the prompt's 512-token block hashes (Mooncake hash_ids), for the
+	// prefill or aggregated engine's prefix cache; the engine bounds their number.
+	HashIDs []uint64 `json:"hash_ids,omitempty"`
 }
 
 // Validate checks the request.

@@ -97,8 +97,13 @@ type Row struct {
 	Reversals         int      `json:"reversals"`
 	PeakPrefill       int      `json:"peak_prefill"`
 	PeakDecode        int      `json:"peak_decode"`
-	// Note says what else matters (infeasible oracle intervals, trial replays).
+	// Note says what else matters (infeasible oracle intervals, trial replays, prefix
+	// reuse).
 	Note string `json:"note,omitempty"`
+	// KVHitRate is the KV router's mean hit rate (router kv only); PrefixHitShare the share
+	// of prompt tokens the engines' prefix caches skipped (prefix_cache only).
+	KVHitRate      float64 `json:"kv_hit_rate,omitempty"`
+	PrefixHitShare float64 `json:"prefix_hit_share,omitempty"`
 	// WallSeconds is how long the replay (or search) took.
 	WallSeconds float64 `json:"wall_seconds"`
 	// Timeline is the per-interval view (TimelineStepSeconds buckets of arrival time).
@@ -166,7 +171,10 @@ type Report struct {
 	LowerBoundGPUHours float64 `json:"lower_bound_gpu_hours"`
 	// Oracle says which oracle was built.
 	Oracle string `json:"oracle,omitempty"`
-	Rows   []Row  `json:"rows"`
+	// Router and PrefixCache are the scenario's routing mode and prefix cache.
+	Router      string `json:"router"`
+	PrefixCache bool   `json:"prefix_cache"`
+	Rows        []Row  `json:"rows"`
 	// Predictors are the backtests of the predictor comparison.
 	Predictors []PredictorScore `json:"predictors,omitempty"`
 	// WallSeconds is the whole evaluation's wall time.
@@ -195,7 +203,8 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Trace: p.TraceDesc, Requests: len(p.Requests),
 		TTFTMs: sc.SLA.TTFTMs, ITLMs: sc.SLA.ITLMs, GoodputTarget: sc.GoodputTarget, StartupS: sc.StartupSeconds,
-		MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom(), Mode: string(sc.Mode)}
+		MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom(), Mode: string(sc.Mode), Router: string(sc.Router),
+		PrefixCache: sc.PrefixCache}
 	for _, r := range p.Requests {
 		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
 	}
@@ -326,7 +335,7 @@ func (p Plan) jobs() ([]job, error) {
 		cfgs[ps.Name] = cfg
 		jobs = append(jobs, p.policyJob(ps.Name, ps.Name, KindPolicy, cfg, sc.StartupDelay()))
 	}
-	base := replay.Options{Profile: p.Profile, EngineConfig: sc.EngineConfig}
+	base := p.replayOptions()
 	bounds := sc.searchBounds()
 	scoring, err := sc.apply(config.Default())
 	if err != nil {
@@ -451,7 +460,8 @@ func (p Plan) initialDeployment() (prefill, decode int, err error) {
 		return 0, 0, err
 	}
 	o := sc.searchBounds()
-	o.Options = replay.Options{Config: scoring, Profile: p.Profile, EngineConfig: sc.EngineConfig}
+	o.Options = p.replayOptions()
+	o.Options.Config = scoring
 	res, err := replay.BestStatic(first, o)
 	if err != nil {
 		return 0, 0, fmt.Errorf("evaluate: initial deployment: %w", err)
@@ -474,8 +484,9 @@ func (sc *Scenario) searchBounds() replay.OracleOptions {
 // policy), from the initial deployment.
 func (p Plan) policyJob(name, policy, kind string, cfg config.Config, startup time.Duration) job {
 	return job{name: name, run: func(progress func(int, int)) (Row, error) {
-		res, err := replay.Run(p.Requests, replay.Options{Config: cfg, Profile: p.Profile, StartupDelay: startup,
-			InitialPrefill: p.start[0], InitialDecode: p.start[1], EngineConfig: p.Scenario.EngineConfig, Progress: progress})
+		o := p.replayOptions()
+		o.Config, o.StartupDelay, o.InitialPrefill, o.InitialDecode, o.Progress = cfg, startup, p.start[0], p.start[1], progress
+		res, err := replay.Run(p.Requests, o)
 		if err != nil {
 			return Row{}, err
 		}
@@ -489,6 +500,13 @@ func (p Plan) policyJob(name, policy, kind string, cfg config.Config, startup ti
 // agg: [engines]).
 func (sc *Scenario) StaticName(d []int) string {
 	return "static " + sc.DeploymentName(sc.Deployment(d))
+}
+
+// replayOptions are the options every replay of the plan shares: the profile, the router,
+// the prefix cache and the engine settings.
+func (p Plan) replayOptions() replay.Options {
+	return replay.Options{Profile: p.Profile, Router: p.Scenario.Router, PrefixCache: p.Scenario.PrefixCache,
+		EngineConfig: p.Scenario.EngineConfig}
 }
 
 // row scores a replay from the plan's scoring start: the requests arriving from then on,
@@ -515,6 +533,10 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 		r.PeakDecode = max(r.PeakDecode, s.Decode.Ready+s.Decode.Starting+s.Decode.Draining)
 	}
 	r.Timeline = timeline(res, p.Scenario.SLA, TimelineStepSeconds)
+	r.KVHitRate = res.KVHitRate
+	if res.Prefix != nil && res.Prefix.PromptTokens > 0 {
+		r.PrefixHitShare = float64(res.Prefix.HitTokens) / float64(res.Prefix.PromptTokens)
+	}
 	return r
 }
 

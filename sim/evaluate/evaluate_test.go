@@ -16,6 +16,7 @@ import (
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/sim/replay"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 func profile(t testing.TB) *perf.Profile {
@@ -74,6 +75,12 @@ func TestLoadScenario(t *testing.T) {
 	th, err := sc.PolicyConfig(sc.Policies[2])
 	require.NoError(t, err)
 	require.True(t, th.IsEasyMode())
+	require.Equal(t, router.LeastLoaded, sc.Router, "least-loaded routing by default")
+	require.False(t, sc.PrefixCache)
+	sc, err = LoadScenario(writeScenario(t, validScenario+"router: round-robin\nprefix_cache: true\n"))
+	require.NoError(t, err)
+	require.Equal(t, router.RoundRobin, sc.Router, "Dynamo's spelling")
+	require.True(t, sc.PrefixCache)
 
 	for name, tc := range map[string]struct{ body, want string }{
 		"unknown key":       {validScenario + "bogus: 1\n", "bogus"},
@@ -100,6 +107,8 @@ func TestLoadScenario(t *testing.T) {
 		"published policy":  {validScenario + "static: [[2, 2]]\npublished: {policy: nope, gains: [{static: [2, 2], goodput_pct: 5}]}\n", `policy "nope"`},
 		"published no gain": {validScenario + "static: [[2, 2]]\npublished: {policy: ahead, gains: []}\n", "1 to 16 gains"},
 		"published -100%":   {validScenario + "static: [[2, 2]]\npublished: {policy: ahead, gains: [{static: [2, 2], goodput_pct: -100}]}\n", "-100%"},
+		"bad router":        {validScenario + "router: random\n", `router mode "random"`},
+		"bad prefix cache":  {validScenario + "prefix_cache: maybe\n", "prefix_cache"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/sim/report"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 // tableHeader is the comparison table's columns.
@@ -34,7 +35,35 @@ func (r Row) cells(bound float64) []string {
 		fmt.Sprintf("%.0f / %.0f / %.0f", r.TTFT.P50, r.TTFT.P90, r.TTFT.P99),
 		fmt.Sprintf("%.1f / %.1f / %.1f", r.ITL.P50, r.ITL.P90, r.ITL.P99),
 		fmt.Sprintf("%.2f", r.GPUHours), ratio, per, fmt.Sprint(r.ScaleActions), fmt.Sprint(r.Reversals),
-		fmt.Sprintf("%d/%d", r.PeakPrefill, r.PeakDecode), r.Note}
+		fmt.Sprintf("%d/%d", r.PeakPrefill, r.PeakDecode), r.note()}
+}
+
+// routing says how requests were routed and whether the engines reused prefixes, when that
+// is not the default (least-loaded routing, no prefix cache): "" otherwise.
+func (rep *Report) routing() string {
+	if (rep.Router == "" || rep.Router == string(router.LeastLoaded)) && !rep.PrefixCache {
+		return ""
+	}
+	cache := "off"
+	if rep.PrefixCache {
+		cache = "on (the trace's 512-token hash blocks, LRU within each prefill engine's KV capacity)"
+	}
+	return fmt.Sprintf(" Router %s; prefix cache %s.", rep.Router, cache)
+}
+
+// note is the row's note with its prefix reuse, when there is some.
+func (r Row) note() string {
+	var parts []string
+	if r.Note != "" {
+		parts = append(parts, r.Note)
+	}
+	if r.KVHitRate > 0 {
+		parts = append(parts, fmt.Sprintf("KV hit rate %.1f%%", 100*r.KVHitRate))
+	}
+	if r.PrefixHitShare > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f%% of prompt tokens from the prefix cache", 100*r.PrefixHitShare))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // WriteTable prints the report's comparison as aligned text.
@@ -42,7 +71,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s: %s\n", rep.Scenario, rep.Trace)
 	fmt.Fprintf(w, "%d requests over %.0f s; SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; startup %g s; budget %d GPUs\n",
 		rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs, 100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget)
-	fmt.Fprintf(w, "%s\n\n", rep.scoring())
+	fmt.Fprintf(w, "%s%s\n\n", rep.scoring(), rep.routing())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(tableHeader, "\t"))
 	for _, r := range rep.Rows {
@@ -193,7 +222,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		"(sim/engine, the measured H200 profile), 1 GPU each; GPU-hours count starting, ready and draining engines. "+
 		"Replayed on a virtual clock in %.1f s of wall time. %s",
 		rep.Scenario, rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs, 100*rep.GoodputTarget,
-		rep.StartupS, rep.MaxGPUBudget, rep.WallSeconds, rep.scoring())
+		rep.StartupS, rep.MaxGPUBudget, rep.WallSeconds, rep.scoring()) + rep.routing()
 	if rep.Description != "" {
 		intro = strings.TrimSpace(rep.Description) + "\n\n" + intro
 	}
@@ -288,8 +317,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(rep.Description))
 	}
 	fmt.Fprintf(w, "Trace: %s; %d requests over %.0f s. SLA TTFT %g ms, ITL %g ms; goodput target %.0f%%; "+
-		"startup %g s; budget %d GPUs. %s\n\n", rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs,
-		100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget, rep.scoring())
+		"startup %g s; budget %d GPUs. %s%s\n\n", rep.Trace, rep.Requests, rep.TraceSeconds, rep.TTFTMs, rep.ITLMs,
+		100*rep.GoodputTarget, rep.StartupS, rep.MaxGPUBudget, rep.scoring(), rep.routing())
 	head := tableHeader
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, r := range rep.Rows {

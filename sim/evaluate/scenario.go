@@ -22,6 +22,7 @@ import (
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/sim/loadgen"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 // ErrInvalidScenario is wrapped by every scenario error.
@@ -67,6 +68,13 @@ type Scenario struct {
 	// Published is a published result the scenario reproduces, rendered beside the
 	// simulated one (nil: none).
 	Published *Published `yaml:"published"`
+	// Router is how the frontend routes requests in every replay of the scenario:
+	// least_loaded (the default), round_robin or kv (the engine holding the most of the
+	// request's prompt blocks, ties by load), as Dynamo's router modes.
+	Router router.Mode `yaml:"router"`
+	// PrefixCache turns on the prefill engines' prefix cache of the trace's hash ids
+	// (Mooncake traces; other traces have none, so it changes nothing there).
+	PrefixCache bool `yaml:"prefix_cache"`
 
 	dir       string // the scenario file's folder: relative trace paths start there
 	generated bool   // the requests come from the caller (robustness cases), not Trace
@@ -370,6 +378,11 @@ func (sc *Scenario) Validate() error {
 			return bad("%v", err)
 		}
 	}
+	mode, err := router.ParseMode(string(sc.Router))
+	if err != nil {
+		return bad("%v", err)
+	}
+	sc.Router = mode
 	if sc.Trace.Speedup == 0 {
 		sc.Trace.Speedup = 1
 	}

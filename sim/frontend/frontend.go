@@ -16,8 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/engineapi"
 	"github.com/llmplanner/planner/sim/loadgen"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 // Mode is how the frontend serves a request.
@@ -41,12 +43,29 @@ type Options struct {
 	EngineTTL time.Duration
 	// RequestTimeout bounds one engine call (default 5 minutes).
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// Router is how an engine of a role is picked ("": router.LeastLoaded, by the
+	// frontend's in-flight requests). router.KV scores the prefill (or aggregated) engines
+	// by the request's leading hash blocks the frontend predicts they cache, from its own
+	// routing decisions (Dynamo's router without KV events): a block routed to an engine is
+	// taken as cached there for KVIndexTTL.
+	Router router.Mode
+	// KVIndexTTL is how long a routed block is predicted to stay cached (default 120 s,
+	// Dynamo's --no-kv-events default).
+	KVIndexTTL time.Duration
+	Logger     *slog.Logger
 }
 
-// Frontend routes requests to registered engines — the least-loaded routable engine of the
-// needed role, counted by the frontend's own in-flight requests — and records Dynamo's
-// frontend metrics. It is an http.Handler serving /v1/completions, /v1/engines, /metrics and
+// DefaultKVIndexTTL is Options.KVIndexTTL's default.
+const DefaultKVIndexTTL = 120 * time.Second
+
+// maxIndexBlocks bounds the blocks the KV router predicts per engine; beyond it the least
+// recently routed go first.
+const maxIndexBlocks = 1 << 18
+
+// Frontend routes requests to registered engines — by default the least-loaded routable
+// engine of the needed role, counted by the frontend's own in-flight requests; round robin
+// or KV-aware with Options.Router — and records Dynamo's frontend metrics (and, routing
+// KV-aware, the router's KV hit rate). It is an http.Handler serving /v1/completions, /v1/engines, /metrics and
 // /healthz.
 type Frontend struct {
 	o       Options
@@ -59,12 +78,17 @@ type Frontend struct {
 
 	mu      sync.Mutex
 	engines map[string]*engineEntry
+	routers map[string]*router.Router // by role
+	cands   []router.Candidate        // scratch, under mu
+	entries []*engineEntry            // scratch, under mu
 }
 
 type engineEntry struct {
 	reg      engineapi.Registration
 	lastSeen time.Time
 	inflight atomic.Int64
+	tokens   atomic.Int64 // prompt tokens of the requests in flight (the KV router's load)
+	index    *kvIndex     // the blocks routed here (KV router only)
 }
 
 // New builds a frontend.
@@ -83,6 +107,14 @@ func New(o Options) (*Frontend, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 5 * time.Minute
 	}
+	mode, err := router.ParseMode(string(o.Router))
+	if err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+	o.Router = mode
+	if o.KVIndexTTL <= 0 {
+		o.KVIndexTTL = DefaultKVIndexTTL
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -92,7 +124,7 @@ func New(o Options) (*Frontend, error) {
 		return nil, err
 	}
 	f := &Frontend{o: o, metrics: m, reg: reg, client: engineapi.NewClient(o.RequestTimeout), now: time.Now,
-		engines: map[string]*engineEntry{}}
+		engines: map[string]*engineEntry{}, routers: map[string]*router.Router{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", f.serveCompletion)
 	mux.HandleFunc("POST "+engineapi.PathEngines, f.serveRegister)
@@ -160,24 +192,53 @@ func (f *Frontend) serveRegister(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]string{"status": "ok"})
 }
 
-// pick returns the routable engine of a role with the fewest in-flight requests (nil: none)
-// and counts the request against it.
-func (f *Frontend) pick(role string) *engineEntry {
+// pick returns the routable engine of a role the router chooses (nil: none) and counts the
+// request against it. Candidates are taken in name order, so ties go to the first name.
+// Routing KV-aware to an engine that caches prompts, it records the request's blocks as
+// cached there and, when first is set (not a retry), observes the hit rate.
+func (f *Frontend) pick(role string, isl int, hashes []uint64, first bool) *engineEntry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	var best *engineEntry
+	f.entries = f.entries[:0]
 	for _, e := range f.engines {
 		if e.reg.Role != role || e.reg.Draining || now.Sub(e.lastSeen) > f.o.EngineTTL {
 			continue
 		}
-		if best == nil || e.inflight.Load() < best.inflight.Load() ||
-			(e.inflight.Load() == best.inflight.Load() && e.reg.Name < best.reg.Name) {
-			best = e
-		}
+		f.entries = append(f.entries, e)
 	}
-	if best != nil {
-		best.inflight.Add(1)
+	sort.Slice(f.entries, func(i, j int) bool { return f.entries[i].reg.Name < f.entries[j].reg.Name })
+	kv := f.o.Router == router.KV && role != engineapi.RoleDecode
+	f.cands = f.cands[:0]
+	for _, e := range f.entries {
+		c := router.Candidate{Load: int(e.inflight.Load()), ActiveTokens: int(e.tokens.Load())}
+		if kv && e.index != nil {
+			c.CachedBlocks = e.index.match(hashes, now)
+		}
+		f.cands = append(f.cands, c)
+	}
+	rt := f.routers[role]
+	if rt == nil {
+		r, _ := router.New(f.o.Router) // validated by New
+		rt = &r
+		f.routers[role] = rt
+	}
+	k := rt.Pick(f.cands)
+	if k < 0 {
+		return nil
+	}
+	best := f.entries[k]
+	clear(f.entries)
+	best.inflight.Add(1)
+	best.tokens.Add(int64(isl))
+	if kv {
+		if first {
+			f.metrics.ObserveKVHitRate(router.HitRate(f.cands[k].CachedBlocks, len(hashes)))
+		}
+		if best.index == nil {
+			best.index = newKVIndex(f.o.KVIndexTTL, maxIndexBlocks)
+		}
+		best.index.add(hashes, now)
 	}
 	return best
 }
@@ -193,8 +254,8 @@ const callAttempts = 3
 
 func (f *Frontend) call(ctx context.Context, role string, req engineapi.GenerateRequest) (engineapi.GenerateResponse, error) {
 	var lastErr error
-	for range callAttempts {
-		e := f.pick(role)
+	for attempt := range callAttempts {
+		e := f.pick(role, req.ISL, req.HashIDs, attempt == 0)
 		if e == nil {
 			if lastErr != nil {
 				return engineapi.GenerateResponse{}, lastErr
@@ -204,6 +265,7 @@ func (f *Frontend) call(ctx context.Context, role string, req engineapi.Generate
 		var resp engineapi.GenerateResponse
 		err := engineapi.PostJSON(ctx, f.client, e.reg.URL+engineapi.PathGenerate, req, &resp)
 		e.inflight.Add(-1)
+		e.tokens.Add(-int64(req.ISL))
 		if err == nil {
 			return resp, nil
 		}
@@ -233,6 +295,11 @@ func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("bad request: isl (%d) and osl (%d) must be > 0", cr.ISL, cr.OSL), http.StatusBadRequest)
 		return
 	}
+	if n := min(cr.ISL/predict.HashBlockTokens+1, predict.MaxHashIDs); len(cr.HashIDs) > n {
+		http.Error(w, fmt.Sprintf("bad request: %d hash ids for isl %d: at most %d (one per %d-token block)",
+			len(cr.HashIDs), cr.ISL, n, predict.HashBlockTokens), http.StatusBadRequest)
+		return
+	}
 	f.metrics.RequestStarted()
 	out, err := f.complete(r.Context(), cr, start)
 	if err != nil {
@@ -254,14 +321,14 @@ func (f *Frontend) complete(ctx context.Context, cr loadgen.CompletionRequest, s
 	id := strconv.FormatUint(f.seq.Add(1), 10)
 	ms := func(t time.Time) float64 { return float64(t.Sub(start)) / float64(time.Millisecond) }
 	if f.o.Mode == Aggregated {
-		resp, err := f.call(ctx, engineapi.RoleAggregated, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhaseFull, ISL: cr.ISL, OSL: cr.OSL})
+		resp, err := f.call(ctx, engineapi.RoleAggregated, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhaseFull, ISL: cr.ISL, OSL: cr.OSL, HashIDs: cr.HashIDs})
 		if err != nil {
 			return loadgen.CompletionResponse{}, err
 		}
 		return loadgen.CompletionResponse{TTFTMs: ms(engineapi.UnixNano(resp.FirstTokenUnixNano)),
 			DurationMs: ms(engineapi.UnixNano(resp.FinishedUnixNano)), DecodeWorker: resp.Worker}, nil
 	}
-	pre, err := f.call(ctx, engineapi.RolePrefill, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhasePrefill, ISL: cr.ISL, OSL: cr.OSL})
+	pre, err := f.call(ctx, engineapi.RolePrefill, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhasePrefill, ISL: cr.ISL, OSL: cr.OSL, HashIDs: cr.HashIDs})
 	if err != nil {
 		return loadgen.CompletionResponse{}, err
 	}

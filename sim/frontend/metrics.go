@@ -23,6 +23,10 @@ const (
 	MetricRequestsStarted  = "dynamo_frontend_requests_started_total"
 	MetricRequestsTotal    = "dynamo_frontend_requests_total"
 	MetricInflightRequests = "dynamo_frontend_inflight_requests"
+	// MetricKVHitRate is the KV router's hit rate of each routed request (its chosen
+	// engine's cached leading blocks over the request's blocks), a histogram the planner
+	// averages over its interval (§9.1). Only a KV router observes it.
+	MetricKVHitRate = "dynamo_component_router_kv_hit_rate"
 )
 
 // Label names and the values of the status label of MetricRequestsTotal.
@@ -50,6 +54,7 @@ type Completed struct {
 // missing series. It is safe for concurrent use.
 type Metrics struct {
 	ttft, itl, duration, isl, osl prometheus.Histogram
+	kvHitRate                     prometheus.Histogram
 	started                       prometheus.Counter
 	success, failed               prometheus.Counter
 	inflight                      prometheus.Gauge
@@ -74,6 +79,8 @@ func NewMetrics(reg prometheus.Registerer, model, namespace string) (*Metrics, e
 		duration: hist(MetricRequestDuration, "Duration of LLM requests", LogBuckets(1, 256, 10)),
 		isl:      hist(MetricInputTokens, "Input sequence length in tokens", LogBuckets(50, 128000, 12)),
 		osl:      hist(MetricOutputTokens, "Output sequence length in tokens", LogBuckets(50, 32000, 10)),
+		kvHitRate: hist(MetricKVHitRate, "KV router hit rate: cached leading blocks over the request's blocks",
+			prometheus.LinearBuckets(0, 0.1, 11)),
 	}
 	started := prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRequestsStarted,
 		Help: "Total number of LLM requests started", ConstLabels: labels})
@@ -81,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer, model, namespace string) (*Metrics, e
 		Help: "Total number of LLM requests processed", ConstLabels: labels}, []string{LabelStatus})
 	inflight := prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricInflightRequests,
 		Help: "Number of inflight requests", ConstLabels: labels})
-	for _, c := range []prometheus.Collector{m.ttft, m.itl, m.duration, m.isl, m.osl, started, total, inflight} {
+	for _, c := range []prometheus.Collector{m.ttft, m.itl, m.duration, m.isl, m.osl, m.kvHitRate, started, total, inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("frontend metrics: register for model %q namespace %q: %w", model, namespace, err)
 		}
@@ -125,6 +132,9 @@ func (m *Metrics) RequestFinished(r Completed) {
 		m.itl.Observe(gap)
 	}
 }
+
+// ObserveKVHitRate records the KV router's hit rate of one routed request (0–1).
+func (m *Metrics) ObserveKVHitRate(rate float64) { m.kvHitRate.Observe(rate) }
 
 // LogBuckets are Dynamo's histogram buckets: 0, then count−1 values log-spaced from lo to hi,
 // each rounded to two significant figures, duplicates removed.

@@ -107,6 +107,9 @@ func Window(reqs []predict.Request, from, length float64) []predict.Request {
 type CompletionRequest struct {
 	ISL int `json:"isl"`
 	OSL int `json:"osl"`
+	// HashIDs are the prompt's 512-token block hashes (the trace's; none for synthetic
+	// loads), for KV-aware routing and the engines' prefix caches.
+	HashIDs []uint64 `json:"hash_ids,omitempty"`
 }
 
 // CompletionResponse is the frontend's answer once the request finished.
@@ -227,7 +230,7 @@ loop:
 
 func send(ctx context.Context, client *http.Client, url string, r predict.Request) Result {
 	res := Result{Sent: time.Now(), TraceAt: r.Arrival, ISL: r.InputTokens, OSL: r.OutputTokens}
-	body, _ := json.Marshal(CompletionRequest{ISL: r.InputTokens, OSL: r.OutputTokens})
+	body, _ := json.Marshal(CompletionRequest{ISL: r.InputTokens, OSL: r.OutputTokens, HashIDs: r.HashIDs})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
 	if err != nil {
 		res.Err = err.Error()

@@ -13,7 +13,9 @@ import (
 // MetricsHandler serves vLLM-style engine metrics for live, an engine built with cfg (its
 // resolved Config): vllm:cache_config_info (block_size and num_gpu_blocks labels, the KV
 // capacity `planner profile` reads), vllm:num_requests_running, vllm:num_requests_waiting
-// and vllm:kv_cache_usage_perc.
+// and vllm:kv_cache_usage_perc, and vLLM's prefix-cache counters vllm:prefix_cache_queries
+// and vllm:prefix_cache_hits (prompt tokens looked up and found; their rates' ratio is the
+// engine's hit rate).
 func MetricsHandler(live *engine.Live, cfg engine.Config) http.Handler {
 	reg := prometheus.NewRegistry()
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the KV cache config."},
@@ -28,6 +30,10 @@ func MetricsHandler(live *engine.Live, cfg engine.Config) http.Handler {
 			func() float64 {
 				l := live.Load()
 				return float64(l.KVBlocksUsed) / float64(max(1, l.KVBlocksTotal))
-			}))
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "vllm:prefix_cache_queries", Help: "Prompt tokens looked up in the prefix cache."},
+			func() float64 { return float64(live.PrefixStats().PromptTokens) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "vllm:prefix_cache_hits", Help: "Prompt tokens found in the prefix cache."},
+			func() float64 { return float64(live.PrefixStats().HitTokens) }))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

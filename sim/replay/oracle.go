@@ -70,6 +70,7 @@ func (s *sim) clone() *sim {
 	c.res.Requests = slices.Clone(s.res.Requests)
 	c.res.Timeline = nil
 	c.res.Replicas = slices.Clone(s.res.Replicas)
+	c.res.PrefixEngines = slices.Clone(s.res.PrefixEngines)
 	c.p, c.d = s.p.clone(), s.d.clone()
 	c.hand = slices.Clone(s.hand)
 	// The traffic windows only grow by appending: sharing their backing arrays is safe as
@@ -83,6 +84,8 @@ func (s *sim) clone() *sim {
 	c.cumDur = s.cumDur[:len(s.cumDur):len(s.cumDur)]
 	c.itlT = s.itlT[:len(s.itlT):len(s.itlT)]
 	c.cumITL = s.cumITL[:len(s.cumITL):len(s.cumITL)]
+	c.kvT = s.kvT[:len(s.kvT):len(s.kvT)]
+	c.cumKV = s.cumKV[:len(s.cumKV):len(s.cumKV)]
 	c.stop = func() bool { return c.done == len(c.reqs) }
 	c.watch = nil
 	c.o.Progress = nil
@@ -92,6 +95,7 @@ func (s *sim) clone() *sim {
 func (pl *pool) clone() *pool {
 	c := *pl
 	c.queue = slices.Clone(pl.queue)
+	c.cands, c.candReps = nil, nil
 	c.reps = make([]*replica, len(pl.reps))
 	for i, r := range pl.reps {
 		cp := *r

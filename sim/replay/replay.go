@@ -9,10 +9,13 @@
 // arrivals due, runs the planner tick due, removes the drained engines that are idle, and
 // starts a pass on every engine that holds work and is not running one.
 //
-// Routing: an arrival goes to the ready (not draining) prefill engine with the fewest
-// outstanding requests (running + waiting; ties to the lowest index). At its first token
-// plus the KV hand-off delay a request goes the same way to a decode engine, unless its
-// OSL is ≤ 1 (it finished with its first token). A request that finds no ready engine of
+// Routing: an arrival goes to a ready (not draining) prefill engine chosen by the router
+// mode (sim/router): by default the one with the fewest outstanding requests (running +
+// waiting; ties to the lowest index); round robin; or KV-aware, Dynamo's KV router cost
+// (the engine's busy KV tokens, used blocks and waiting prompt tokens, less the tokens of
+// the request's leading blocks its prefix cache holds; Options.PrefixCache). At its first token plus the KV hand-off delay a request goes the same way to a
+// decode engine (which holds no cache: KV-aware is least loaded there), unless its OSL is
+// ≤ 1 (it finished with its first token). A request that finds no ready engine of
 // its role waits, in arrival order, in a frontend queue of that role, flushed as soon as an
 // engine of the role becomes ready.
 //
@@ -43,6 +46,7 @@ import (
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/sim/engine"
+	"github.com/llmplanner/planner/sim/router"
 )
 
 // DefaultHorizon is how long after the last arrival the replay keeps running when some
@@ -75,6 +79,11 @@ type Options struct {
 	// ContextLength is the engines' maximum context in tokens, reported in their
 	// capabilities (the threshold targets need it; 0: DefaultContextLength).
 	ContextLength int
+	// Router is how the frontend picks an engine ("": router.LeastLoaded).
+	Router router.Mode
+	// PrefixCache turns on the prefill engines' prefix cache (engine
+	// Config.EnablePrefixCaching), keyed by the requests' hash ids (predict.Request.HashIDs).
+	PrefixCache bool
 	// Progress, when set, is called as requests finish (about every 1% of them, and at the
 	// end) with the finished count and the total.
 	Progress func(done, total int)
@@ -166,6 +175,19 @@ type Result struct {
 	// Replicas samples the pools whenever they change (starting, ready or draining counts),
 	// from time 0: what was provisioned when, whatever decided it.
 	Replicas []ReplicaSample `json:"replicas"`
+	// KVHitRate is the KV router's mean hit rate over the routed prefill requests (the mean
+	// of dynamo_component_router_kv_hit_rate; 0 unless Options.Router is router.KV).
+	KVHitRate float64 `json:"kv_hit_rate,omitempty"`
+	// Prefix sums the prefill engines' prefix-cache counters; PrefixEngines has each
+	// engine's (both only with Options.PrefixCache).
+	Prefix        *engine.PrefixStats `json:"prefix_cache,omitempty"`
+	PrefixEngines []EnginePrefix      `json:"prefix_engines,omitempty"`
+}
+
+// EnginePrefix is one engine's prefix-cache counters over its life.
+type EnginePrefix struct {
+	ID string `json:"id"`
+	engine.PrefixStats
 }
 
 // ReplicaSample is the pools from a time on.
@@ -206,6 +228,9 @@ type pool struct {
 	gpuSec   float64
 	lastSign int
 	started  int // engines started by scaling (not the initial ones)
+	rt       router.Router
+	cands    []router.Candidate // scratch
+	candReps []*replica         // scratch
 }
 
 // handoff is a request becoming available to decode at a time.
@@ -263,6 +288,8 @@ type sim struct {
 	cumTTFT, cumDur []float64
 	itlT            []float64
 	cumITL          []float64
+	kvT             []float64 // KV router hit rates, by routing time
+	cumKV           []float64
 }
 
 // Run replays reqs (any order; arrivals in seconds from 0) and returns the result.
@@ -311,9 +338,13 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay: planner: %w", err)
 	}
+	rt, err := router.New(o.Router)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	s := &sim{o: o, reqs: reqs, timing: timing, planner: pl,
-		p: &pool{role: engine.RolePrefill, target: o.InitialPrefill},
-		d: &pool{role: engine.RoleDecode, target: o.InitialDecode}}
+		p: &pool{role: engine.RolePrefill, target: o.InitialPrefill, rt: rt},
+		d: &pool{role: engine.RoleDecode, target: o.InitialDecode, rt: rt}}
 	s.stop = func() bool { return s.done == len(s.reqs) }
 	s.progressEvery = max(1, len(reqs)/100)
 	s.progressNext = s.progressEvery
@@ -342,7 +373,7 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	}
 	s.arrivals = make([]float64, 0, len(reqs))
 	s.cumISL, s.cumOSL = []float64{0}, []float64{0}
-	s.cumTTFT, s.cumDur, s.cumITL = []float64{0}, []float64{0}, []float64{0}
+	s.cumTTFT, s.cumDur, s.cumITL, s.cumKV = []float64{0}, []float64{0}, []float64{0}, []float64{0}
 	for i := 0; i < o.InitialPrefill; i++ {
 		if err := s.add(s.p, 0); err != nil {
 			return nil, err
@@ -371,6 +402,9 @@ func (s *sim) add(pl *pool, readyAt float64) error {
 	cfg := s.o.EngineConfig(pl.role)
 	cfg.Role = pl.role
 	cfg.WorkerID = fmt.Sprintf("%s-%d", pl.role, pl.seq)
+	if s.o.PrefixCache {
+		cfg.EnablePrefixCaching = true
+	}
 	pl.seq++
 	e, err := engine.New(cfg, s.timing)
 	if err != nil {
@@ -502,6 +536,7 @@ func (s *sim) startPasses(t float64) {
 		kept := pl.reps[:0]
 		for _, r := range pl.reps {
 			if r.draining && !r.inFlight && r.eng.Idle() {
+				s.retire(r)
 				continue
 			}
 			kept = append(kept, r)
@@ -624,25 +659,36 @@ func (s *sim) deliver(pl *pool, r *replica) {
 	r.events = r.events[:0]
 }
 
-// flush routes pl's frontend queue, in order, to its least-loaded ready engines.
+// flush routes pl's frontend queue, in order, to its ready engines as the router picks.
 func (s *sim) flush(pl *pool, t float64) {
 	for len(pl.queue) > 0 {
-		var best *replica
+		i := pl.queue[0]
+		q := s.reqs[i]
+		kv := pl.rt.Mode() == router.KV
+		pl.cands, pl.candReps = pl.cands[:0], pl.candReps[:0]
 		for _, r := range pl.reps {
 			if r.draining || !r.ready(t) {
 				continue
 			}
-			if best == nil || r.outstanding() < best.outstanding() {
-				best = r
+			c := router.Candidate{Load: r.outstanding()}
+			if kv {
+				l := r.eng.Load()
+				c.ActiveTokens = l.KVBlocksUsed*r.eng.Config().BlockSize + l.WaitingTokens
+				c.CachedBlocks = r.eng.CachedBlocks(q.HashIDs)
 			}
+			pl.cands, pl.candReps = append(pl.cands, c), append(pl.candReps, r)
 		}
-		if best == nil {
+		k := pl.rt.Pick(pl.cands)
+		if k < 0 {
 			return
 		}
-		i := pl.queue[0]
+		best := pl.candReps[k]
+		clear(pl.candReps)
 		pl.queue = pl.queue[1:]
-		q := s.reqs[i]
-		err := best.eng.Submit(engine.Request{ID: uint64(i), ISL: q.InputTokens, OSL: q.OutputTokens, Arrival: q.Arrival})
+		if kv && pl.role != engine.RoleDecode {
+			s.routedKV(t, router.HitRate(pl.cands[k].CachedBlocks, len(q.HashIDs)))
+		}
+		err := best.eng.Submit(engine.Request{ID: uint64(i), ISL: q.InputTokens, OSL: q.OutputTokens, Arrival: q.Arrival, HashIDs: q.HashIDs})
 		if err != nil {
 			s.failed(i, fmt.Errorf("%s: %w", best.id, err))
 		}
@@ -650,6 +696,22 @@ func (s *sim) flush(pl *pool, t float64) {
 	if len(pl.queue) == 0 {
 		pl.queue = nil // drop the consumed backing array
 	}
+}
+
+// routedKV records the KV router's hit rate of a request routed at t.
+func (s *sim) routedKV(t, rate float64) {
+	s.kvT = append(s.kvT, t)
+	s.cumKV = append(s.cumKV, s.cumKV[len(s.cumKV)-1]+rate)
+}
+
+// retire keeps the prefix-cache counters of an engine leaving the replay.
+func (s *sim) retire(r *replica) {
+	if !s.o.PrefixCache || r.eng.Config().Role == engine.RoleDecode {
+		return
+	}
+	st := r.eng.PrefixStats()
+	st.Blocks, st.Inactive = 0, 0
+	s.res.PrefixEngines = append(s.res.PrefixEngines, EnginePrefix{ID: r.id, PrefixStats: st})
 }
 
 // counts returns pl's engines by state at t.
@@ -717,6 +779,11 @@ func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
 	lo = sort.Search(len(s.itlT), func(i int) bool { return s.itlT[i] > from })
 	if n := len(s.itlT) - lo; n > 0 {
 		obs.ITLMs = ptr((s.cumITL[len(s.itlT)] - s.cumITL[lo]) / float64(n))
+	}
+	// The KV router's hit-rate histogram mean over the window (only a KV router has one).
+	lo = sort.Search(len(s.kvT), func(i int) bool { return s.kvT[i] > from })
+	if n := len(s.kvT) - lo; n > 0 {
+		obs.KVHitRate = ptr((s.cumKV[len(s.kvT)] - s.cumKV[lo]) / float64(n))
 	}
 	return obs
 }
@@ -839,6 +906,24 @@ func (s *sim) summarise() {
 	res.Finished, res.Good, res.Goodput, res.TTFT, res.ITL = sc.Finished, sc.Good, sc.Goodput, sc.TTFT, sc.ITL
 	res.PrefillGPUSeconds, res.DecodeGPUSeconds = s.p.gpuSec, s.d.gpuSec
 	res.GPUSeconds = s.p.gpuSec + s.d.gpuSec
+	if n := len(s.kvT); n > 0 {
+		res.KVHitRate = s.cumKV[n] / float64(n)
+	}
+	if s.o.PrefixCache {
+		for _, r := range append(s.p.reps, s.d.reps...) { // decode engines keep no cache: retire skips them
+			s.retire(r)
+		}
+		var sum engine.PrefixStats
+		for _, e := range res.PrefixEngines {
+			sum.Lookups += e.Lookups
+			sum.LookupBlocks += e.LookupBlocks
+			sum.HitBlocks += e.HitBlocks
+			sum.PromptTokens += e.PromptTokens
+			sum.HitTokens += e.HitTokens
+			sum.Evictions += e.Evictions
+		}
+		res.Prefix = &sum
+	}
 }
 
 // Scores are the outcome of a set of requests against the SLAs.
