@@ -36,7 +36,10 @@ const (
 	metricRequestsStarted = "dynamo_frontend_requests_started_total"
 	metricRequestsTotal   = "dynamo_frontend_requests_total"
 	// metricKVHitRate is the KV router's per-request hit rate (§9.1 "KV hit rate"), labelled
-	// by namespace (a router serves every model of it).
+	// by namespace (a router serves every model of it). Dynamo queries the worker namespace,
+	// then its base namespace; a deployment here has one namespace (the deployments file's),
+	// so that one is queried, and a router publishing under another namespace is not seen
+	// (the hit rate stays unset, as Dynamo's does when both are missing).
 	metricKVHitRate = "dynamo_component_router_kv_hit_rate"
 )
 

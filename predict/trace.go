@@ -40,10 +40,12 @@ const HashBlockTokens = 512
 // tokens are 32M tokens, far beyond any model's context.
 const MaxHashIDs = 1 << 16
 
-// maxHashIDs is the most hash ids a prompt of isl tokens may have: one per started block
-// (ISL/512 rounded up, plus one of slack for traces that round differently), never more
-// than MaxHashIDs.
-func maxHashIDs(isl int) int { return min(isl/HashBlockTokens+1, MaxHashIDs) }
+// MaxHashIDsFor is the most hash ids a prompt of isl tokens has in blocks of
+// HashBlockTokens: one per started block (ISL/512 rounded up, plus one of slack for traces
+// that round differently), never more than MaxHashIDs. ReadTrace accepts more (a trace
+// hashed in smaller blocks still loads for everything that ignores the hashes); a prefix
+// cache, which takes every id for HashBlockTokens tokens, checks it.
+func MaxHashIDsFor(isl int) int { return min(isl/HashBlockTokens+1, MaxHashIDs) }
 
 // ErrUnknownTraceFormat is returned (wrapped) by ReadTrace for a file that is neither a
 // Mooncake JSONL trace nor an Azure LLM inference CSV trace.
@@ -58,7 +60,8 @@ const azureTimeLayout = "2006-01-02 15:04:05"
 
 // ReadTrace reads a request trace: Mooncake JSONL (one object a line with `timestamp` in
 // ms, `input_length`, `output_length` and optionally `hash_ids`, the prompt's 512-token
-// block hashes: non-negative integers, at most input_length/512 + 1 of them; other keys
+// block hashes: non-negative integers below 2^53, at most one per prompt token and
+// MaxHashIDs in all (MaxHashIDsFor says whether they fit 512-token blocks); other keys
 // ignored) or the Azure LLM inference CSV
 // (TIMESTAMP,ContextTokens,GeneratedTokens). Files ending in .gz are decompressed. The
 // format is recognised from the content (a JSON object or the Azure header). Requests are
@@ -170,18 +173,18 @@ func readMooncake(path string, r *bufio.Reader) ([]Request, error) {
 }
 
 // hashIDs checks a request's hash ids: non-negative integers (exact in a float64), at most
-// maxHashIDs(isl) of them. None is nil.
+// MaxHashIDs of them and at most one per prompt token. None is nil.
 func hashIDs(v []float64, isl int) ([]uint64, error) {
 	if len(v) == 0 {
 		return nil, nil
 	}
-	if n := maxHashIDs(isl); len(v) > n {
-		return nil, fmt.Errorf("%d hash ids for input_length %d: at most %d (one per %d-token block, at most %d)",
-			len(v), isl, n, HashBlockTokens, MaxHashIDs)
+	if n := min(max(isl, 1), MaxHashIDs); len(v) > n {
+		return nil, fmt.Errorf("%d hash ids for input_length %d: at most %d (one per prompt token at most, and at most %d)",
+			len(v), isl, n, MaxHashIDs)
 	}
 	out := make([]uint64, len(v))
 	for i, h := range v {
-		if !(h >= 0) || h != math.Trunc(h) || h > 1<<53 {
+		if !(h >= 0) || h != math.Trunc(h) || h >= 1<<53 {
 			return nil, fmt.Errorf("hash id %d: %v is not a non-negative integer below 2^53", i, h)
 		}
 		out[i] = uint64(h)

@@ -4,6 +4,8 @@ import (
 	"compress/gzip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -75,7 +77,8 @@ func TestReadTraceErrors(t *testing.T) {
 		{"negative hash", "h.jsonl", "{\"timestamp\": 1, \"input_length\": 1000, \"output_length\": 3, \"hash_ids\": [1, -2]}\n", "h.jsonl:1: hash_ids: hash id 1: -2 is not a non-negative integer"},
 		{"fractional hash", "i.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1.5]}\n", "i.jsonl:1: hash_ids: hash id 0: 1.5"},
 		{"hash not a number", "j.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [\"a\"]}\n", "j.jsonl:1:"},
-		{"too many hashes", "k.jsonl", "{\"timestamp\": 1, \"input_length\": 1024, \"output_length\": 3, \"hash_ids\": [1, 2, 3, 4]}\n", "k.jsonl:1: hash_ids: 4 hash ids for input_length 1024: at most 3"},
+		{"too many hashes", "k.jsonl", "{\"timestamp\": 1, \"input_length\": 3, \"output_length\": 3, \"hash_ids\": [1, 2, 3, 4]}\n", "k.jsonl:1: hash_ids: 4 hash ids for input_length 3: at most 3"},
+		{"hash 2^53", "m.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [9007199254740992]}\n", "m.jsonl:1: hash_ids: hash id 0: 9.007199254740992e+15 is not a non-negative integer below 2^53"},
 		{"huge hash", "l.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1e300]}\n", "l.jsonl:1: hash_ids: hash id 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,6 +187,23 @@ func TestMaxHashIDs(t *testing.T) {
 	for _, tc := range []struct{ isl, want int }{
 		{0, 1}, {511, 1}, {512, 2}, {6758, 14}, {1 << 30, MaxHashIDs},
 	} {
-		require.Equal(t, tc.want, maxHashIDs(tc.isl), "isl %d", tc.isl)
+		require.Equal(t, tc.want, MaxHashIDsFor(tc.isl), "isl %d", tc.isl)
 	}
+}
+
+func TestReadTraceKeepsHashesOfSmallerBlocks(t *testing.T) {
+	// A trace hashed in 64-token blocks (16 ids for 1,024 tokens) loads for everything that
+	// ignores the hashes; MaxHashIDsFor says they do not fit 512-token blocks.
+	path := filepath.Join(t.TempDir(), "small-blocks.jsonl")
+	ids := make([]string, 16)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	require.NoError(t, os.WriteFile(path, []byte(`{"timestamp": 0, "input_length": 1024, "output_length": 3, "hash_ids": [`+
+		strings.Join(ids, ", ")+`]}`+"\n"), 0o644))
+	reqs, err := ReadTrace(path)
+	require.NoError(t, err)
+	require.Len(t, reqs, 1)
+	require.Len(t, reqs[0].HashIDs, 16)
+	require.Greater(t, len(reqs[0].HashIDs), MaxHashIDsFor(reqs[0].InputTokens))
 }

@@ -103,10 +103,13 @@ type Bootstrap struct {
 // ProfileBootstrap is the Bootstrap a pre-deployment profile gives the perf models of a
 // planner in mode: its prefill points (sum_prefill_tokens = ISL, wall time = TTFT) and
 // decode points (sum_decode_kv_tokens, wall time = ITL), converted as Dynamo converts
-// profile_results_dir. An aggregated model (mode agg) is seeded with both sets: its 2-D
-// regression (wall time over scheduled prefill tokens and decode KV tokens) gets a
-// prefill-only and a decode-only edge to fit, which keeps its coefficients positive while
-// the live, mixed passes accumulate. A nil profile, or a nil side, seeds nothing for it.
+// profile_results_dir (reference §6.1). An aggregated model (mode agg) is seeded with both
+// sets: its 2-D regression (wall time over scheduled prefill tokens and decode KV tokens)
+// gets a prefill-only and a decode-only edge to fit, which keeps its coefficients positive
+// while the live, mixed passes accumulate. That agg seeding is this planner's choice: the
+// reference does not say how Dynamo seeds an agg model from a disaggregated profile, and
+// seeded from live FPMs alone the fit can come out with a negative KV coefficient and be
+// refused (docs/fidelity.md). A nil profile, or a nil side, seeds nothing for it.
 func ProfileBootstrap(profile *perf.Profile, mode config.Mode) Bootstrap {
 	var boot Bootstrap
 	if profile == nil {

@@ -274,7 +274,7 @@ func adHocScenario(trace, cfgFile string) (*evaluate.Scenario, error) {
 		return nil, fmt.Errorf("simulate: %s: mode %q: only disagg and agg deployments are simulated", cfgFile, cfg.Mode)
 	}
 	budget := cfg.MaxGPUBudget
-	if budget < 2 {
+	if budget < 1 || (budget < 2 && cfg.Mode != config.ModeAgg) { // no budget (or too small to hold both pools)
 		budget = 16
 	}
 	name := strings.TrimSuffix(filepath.Base(trace), filepath.Ext(trace))

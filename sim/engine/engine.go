@@ -294,7 +294,7 @@ func (e *Engine) Submit(r Request) error {
 		return fmt.Errorf("%w: request %d: arrival %v must be finite", ErrInvalidRequest, r.ID, r.Arrival)
 	case r.CachedTokens < 0 || r.CachedTokens >= r.ISL:
 		return fmt.Errorf("%w: request %d: cached tokens %d must be in [0, isl %d)", ErrInvalidRequest, r.ID, r.CachedTokens, r.ISL)
-	case len(r.HashIDs) > r.ISL/e.cfg.HashBlockTokens+1:
+	case e.cache != nil && len(r.HashIDs) > r.ISL/e.cfg.HashBlockTokens+1: // without a cache the ids are not read
 		return fmt.Errorf("%w: request %d: %d hash ids for isl %d: at most %d (one per %d-token block)",
 			ErrInvalidRequest, r.ID, len(r.HashIDs), r.ISL, r.ISL/e.cfg.HashBlockTokens+1, e.cfg.HashBlockTokens)
 	}

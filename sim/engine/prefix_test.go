@@ -250,4 +250,10 @@ func TestSubmitHashBound(t *testing.T) {
 	require.ErrorContains(t, err, "4 hash ids for isl 1024: at most 3")
 	require.True(t, e.Idle())
 	require.NoError(t, e.Submit(Request{ID: 2, ISL: 1024, OSL: 1, HashIDs: []uint64{1, 2, 3}}))
+
+	cfg := cachingConfig(RolePrefill, 1000)
+	cfg.EnablePrefixCaching = false
+	plain := newEngine(t, cfg, &fixedTiming{})
+	require.NoError(t, plain.Submit(Request{ID: 1, ISL: 1024, OSL: 1, HashIDs: []uint64{1, 2, 3, 4}}),
+		"without a cache the ids are not read, whatever their block size")
 }

@@ -98,6 +98,7 @@ func TestLoadScenario(t *testing.T) {
 		"initial too big":   {validScenario + "initial: [4, 5]\n", "initial"},
 		"initial empty":     {validScenario + "initial: [1, 0]\n", "initial"},
 		"scored from":       {validScenario + "scored_from_s: -1\n", "scored_from_s"},
+		"scored from huge":  {validScenario + "scored_from_s: 1e300\n", "scored_from_s"},
 		"engine seqs":       {validScenario + "engine: {max_num_seqs: 100000}\n", "max_num_seqs"},
 		"engine negative":   {validScenario + "engine: {block_size: -1}\n", "block_size"},
 		"engine speedup":    {validScenario + "engine: {speedup_ratio: -2}\n", "speedup_ratio"},

@@ -25,6 +25,9 @@ import (
 	"github.com/llmplanner/planner/sim/router"
 )
 
+// MaxScoredFromSeconds bounds a scenario's scored_from_s: 30 days, beyond any trace.
+const MaxScoredFromSeconds = 30 * 24 * 3600
+
 // ErrInvalidScenario is wrapped by every scenario error.
 var ErrInvalidScenario = errors.New("invalid scenario")
 
@@ -72,7 +75,7 @@ type Scenario struct {
 	// least_loaded (the default), round_robin or kv (the engine holding the most of the
 	// request's prompt blocks, ties by load), as Dynamo's router modes.
 	Router router.Mode `yaml:"router"`
-	// PrefixCache turns on the prefill engines' prefix cache of the trace's hash ids
+	// PrefixCache turns on the prefill and aggregated engines' prefix cache of the trace's hash ids
 	// (Mooncake traces; other traces have none, so it changes nothing there).
 	PrefixCache bool `yaml:"prefix_cache"`
 
@@ -367,8 +370,8 @@ func (sc *Scenario) Validate() error {
 			return bad("initial: %v", err)
 		}
 	}
-	if f := sc.ScoredFromSeconds; f != nil && !(*f >= 0 && !math.IsInf(*f, 1)) {
-		return bad("scored_from_s must be a finite number ≥ 0")
+	if f := sc.ScoredFromSeconds; f != nil && !(*f >= 0 && *f <= MaxScoredFromSeconds) {
+		return bad("scored_from_s must be a number from 0 to %d (30 days)", MaxScoredFromSeconds)
 	}
 	if err := sc.Engine.validate(); err != nil {
 		return bad("%v", err)

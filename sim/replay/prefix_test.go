@@ -133,3 +133,15 @@ func TestRun_InvalidRouter(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	require.ErrorContains(t, err, `router mode "random"`)
 }
+
+func TestRun_HashesOfAnotherBlockSize(t *testing.T) {
+	// 16 ids for 1,024 tokens: a trace hashed in 64-token blocks. Without the cache the ids
+	// are not read and the replay runs; with it, the replay refuses before it starts.
+	reqs := []predict.Request{{Arrival: 0, InputTokens: 1024, OutputTokens: 4, HashIDs: make([]uint64, 16)}}
+	res, err := Run(reqs, staticOptions(t, router.LeastLoaded, false))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Finished)
+	_, err = Run(reqs, staticOptions(t, router.KV, true))
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	require.ErrorContains(t, err, "request 0 has 16 hash ids for 1024 prompt tokens")
+}

@@ -13,15 +13,16 @@
 // mode (sim/router): by default the one with the fewest outstanding requests (running +
 // waiting; ties to the lowest index); round robin; or KV-aware, Dynamo's KV router cost
 // (the engine's busy KV tokens, used blocks and waiting prompt tokens, less the tokens of
-// the request's leading blocks its prefix cache holds; Options.PrefixCache). At its first token plus the KV hand-off delay a request goes the same way to a
-// decode engine (which holds no cache: KV-aware is least loaded there), unless its OSL is
+// the request's leading blocks its prefix cache holds; Options.PrefixCache). At its first
+// token plus the KV hand-off delay a request goes the same way to a decode engine (which
+// holds no cache: KV-aware picks the least busy in tokens there), unless its OSL is
 // ≤ 1 (it finished with its first token). A request that finds no ready engine of
 // its role waits, in arrival order, in a frontend queue of that role, flushed as soon as an
 // engine of the role becomes ready.
 //
 // Aggregated deployments (config mode agg) have one pool of aggregated engines (chunked
-// prefill, the mocker's defaults) that run whole requests: an arrival goes to the
-// least-loaded one and stays there; its TTFT is its first token, its ITL the decode on the
+// prefill, the mocker's defaults) that run whole requests: an arrival goes to the one
+// the router mode picks (with the prefix cache, aggregated engines keep one) and stays there; its TTFT is its first token, its ITL the decode on the
 // same engine. As in Dynamo, the single pool is the decode component: its counts, targets,
 // capabilities and FPMs are the decode ones, and the prefill pool stays empty.
 //
@@ -38,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -81,7 +83,7 @@ type Options struct {
 	ContextLength int
 	// Router is how the frontend picks an engine ("": router.LeastLoaded).
 	Router router.Mode
-	// PrefixCache turns on the prefill engines' prefix cache (engine
+	// PrefixCache turns on the prefill and aggregated engines' prefix cache (engine
 	// Config.EnablePrefixCaching), keyed by the requests' hash ids (predict.Request.HashIDs).
 	PrefixCache bool
 	// Progress, when set, is called as requests finish (about every 1% of them, and at the
@@ -175,10 +177,10 @@ type Result struct {
 	// Replicas samples the pools whenever they change (starting, ready or draining counts),
 	// from time 0: what was provisioned when, whatever decided it.
 	Replicas []ReplicaSample `json:"replicas"`
-	// KVHitRate is the KV router's mean hit rate over the routed prefill requests (the mean
+	// KVHitRate is the KV router's mean hit rate over the routed prompts (the mean
 	// of dynamo_component_router_kv_hit_rate; 0 unless Options.Router is router.KV).
 	KVHitRate float64 `json:"kv_hit_rate,omitempty"`
-	// Prefix sums the prefill engines' prefix-cache counters; PrefixEngines has each
+	// Prefix sums the prefill and aggregated engines' prefix-cache counters; PrefixEngines has each
 	// engine's (both only with Options.PrefixCache).
 	Prefix        *engine.PrefixStats `json:"prefix_cache,omitempty"`
 	PrefixEngines []EnginePrefix      `json:"prefix_engines,omitempty"`
@@ -317,6 +319,15 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 		return nil, fmt.Errorf("%w: negative initial replicas", ErrInvalidOptions)
 	case o.StartupDelay < 0 || o.Horizon < 0:
 		return nil, fmt.Errorf("%w: negative startup delay or horizon", ErrInvalidOptions)
+	}
+	if o.PrefixCache {
+		for i, r := range reqs {
+			if n := predict.MaxHashIDsFor(r.InputTokens); len(r.HashIDs) > n {
+				return nil, fmt.Errorf("%w: prefix cache: request %d has %d hash ids for %d prompt tokens, more than one per %d-token block (%d): "+
+					"the trace is not hashed in %d-token blocks; run it without the prefix cache", ErrInvalidOptions, i, len(r.HashIDs),
+					r.InputTokens, predict.HashBlockTokens, n, predict.HashBlockTokens)
+			}
+		}
 	}
 	if o.Horizon == 0 {
 		o.Horizon = DefaultHorizon
@@ -910,7 +921,7 @@ func (s *sim) summarise() {
 		res.KVHitRate = s.cumKV[n] / float64(n)
 	}
 	if s.o.PrefixCache {
-		for _, r := range append(s.p.reps, s.d.reps...) { // decode engines keep no cache: retire skips them
+		for _, r := range slices.Concat(s.p.reps, s.d.reps) { // decode engines keep no cache: retire skips them
 			s.retire(r)
 		}
 		var sum engine.PrefixStats

@@ -177,6 +177,7 @@ func (st *Stepper) Result() Result {
 	res := st.s.res
 	res.Requests = append([]Record(nil), res.Requests...)
 	res.Replicas = append([]ReplicaSample(nil), res.Replicas...)
+	res.PrefixEngines = append([]EnginePrefix(nil), res.PrefixEngines...) // summarise appends the live engines'
 	s := *st.s
 	s.res = res
 	s.summarise()
