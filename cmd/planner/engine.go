@@ -45,7 +45,7 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	model := fs.String("model", "nvidia/Llama-3.1-8B-Instruct-FP8", "served model name of the OpenAI API (aggregated role)")
 	maxModelLen := fs.Int("max-model-len", 16384, "context limit in tokens of the OpenAI API (prompt + max_tokens), reported by /v1/models")
-	prefixCaching := fs.Bool("prefix-caching", false, "keep a prefix cache of the requests' 512-token hash blocks (prefill and aggregated roles; LRU within the KV capacity)")
+	prefixCaching := fs.Bool("prefix-caching", false, "keep a prefix cache of the requests' 512-token hash blocks (prefill and aggregated roles; LRU within the KV capacity), and tell the frontend, whose KV router predicts cached blocks only on such engines")
 	tp := fs.Int("tp", 1, "tensor parallelism: scale the timing model to this many GPUs (engine.TensorParallelTiming; docs/profiling.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner engine --role prefill|decode|aggregated --name N --fpm-endpoint tcp://... [flags]")
