@@ -238,7 +238,8 @@ func (f *Frontend) prune(now time.Time) {
 
 // picked is an engine pick returned for one request phase.
 type picked struct {
-	e *engineEntry
+	e         *engineEntry
+	name, url string // its registration's, read under the lock
 	// kv says the KV router picked it; hitRate is then the request's predicted hit rate there
 	// (0 on an engine without a prefix cache) and added the hashes newly predicted cached
 	// there, taken back if the engine does not accept the request.
@@ -287,7 +288,7 @@ func (f *Frontend) pick(role string, isl int, hashes []uint64) (p picked, ok boo
 	clear(f.entries)
 	best.inflight.Add(1)
 	best.tokens.Add(int64(isl))
-	p = picked{e: best, kv: kv}
+	p = picked{e: best, name: best.reg.Name, url: best.reg.URL, kv: kv}
 	if kv && best.caches() {
 		p.hitRate = router.HitRate(f.cands[k].CachedBlocks, len(hashes))
 		if best.index == nil {
@@ -323,7 +324,7 @@ func (f *Frontend) call(ctx context.Context, role string, req engineapi.Generate
 		}
 		e := p.e
 		var resp engineapi.GenerateResponse
-		err := engineapi.PostJSON(ctx, f.client, e.reg.URL+engineapi.PathGenerate, req, &resp)
+		err := engineapi.PostJSON(ctx, f.client, p.url+engineapi.PathGenerate, req, &resp)
 		e.inflight.Add(-1)
 		e.tokens.Add(-int64(req.ISL))
 		if err == nil {
@@ -334,7 +335,7 @@ func (f *Frontend) call(ctx context.Context, role string, req engineapi.Generate
 			}
 			return resp, nil
 		}
-		lastErr = fmt.Errorf("%s engine %s: %w", role, e.reg.Name, err)
+		lastErr = fmt.Errorf("%s engine %s: %w", role, p.name, err)
 		var se *engineapi.StatusError
 		rejected := errors.As(err, &se) && se.Code != http.StatusServiceUnavailable
 		f.mu.Lock()
@@ -356,7 +357,7 @@ func (f *Frontend) call(ctx context.Context, role string, req engineapi.Generate
 		if ctx.Err() != nil || rejected {
 			return resp, lastErr
 		}
-		f.o.Logger.Info("engine refused a request: unroutable until it registers again", "name", e.reg.Name, "error", err)
+		f.o.Logger.Info("engine refused a request: unroutable until it registers again", "name", p.name, "error", err)
 	}
 	return engineapi.GenerateResponse{}, lastErr
 }
