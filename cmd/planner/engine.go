@@ -45,7 +45,7 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	model := fs.String("model", "nvidia/Llama-3.1-8B-Instruct-FP8", "served model name of the OpenAI API (aggregated role)")
 	maxModelLen := fs.Int("max-model-len", 16384, "context limit in tokens of the OpenAI API (prompt + max_tokens), reported by /v1/models")
-	prefixCaching := fs.Bool("prefix-caching", false, "keep a prefix cache of the requests' 512-token hash blocks (prefill and aggregated roles; LRU within the KV capacity)")
+	prefixCaching := fs.Bool("prefix-caching", false, "keep a prefix cache of the requests' 512-token hash blocks (prefill and aggregated roles; LRU within the KV capacity), and tell the frontend, whose KV router predicts cached blocks only on such engines")
 	tp := fs.Int("tp", 1, "tensor parallelism: scale the timing model to this many GPUs (engine.TensorParallelTiming; docs/profiling.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner engine --role prefill|decode|aggregated --name N --fpm-endpoint tcp://... [flags]")
@@ -129,6 +129,10 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 	s.ready.Store(true)
 	logger.Info("engine ready")
 	client := engineapi.NewClient(5 * time.Second)
+	// The frontend's KV router predicts cached blocks only on engines that say they cache
+	// prompts, and at most as many as the KV memory holds.
+	caching := s.cfg.EnablePrefixCaching && s.role != engineapi.RoleDecode
+	cacheBlocks := s.cfg.NumGPUBlocks / max(1, (s.cfg.HashBlockTokens+s.cfg.BlockSize-1)/s.cfg.BlockSize)
 	register := func(draining bool) {
 		if *frontendURL == "" {
 			return
@@ -136,6 +140,9 @@ func runEngine(ctx context.Context, args []string, _, stderr io.Writer) error {
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		reg := engineapi.Registration{Name: *name, Role: *role, URL: s.url, FPMEndpoint: *fpmEndpoint, Draining: draining}
+		if caching {
+			reg.PrefixCaching, reg.PrefixCacheBlocks = true, cacheBlocks
+		}
 		if err := engineapi.PostJSON(rctx, client, *frontendURL+engineapi.PathEngines, reg, nil); err != nil {
 			logger.Warn("cannot register with the frontend", "frontend", *frontendURL, "error", err)
 		}

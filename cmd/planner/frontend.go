@@ -29,8 +29,8 @@ func runFrontend(ctx context.Context, args []string, _, stderr io.Writer) error 
 	model := fs.String("model", "nvidia/Llama-3.1-8B-Instruct-FP8", "model label of the metrics")
 	ns := fs.String("namespace", "demo", "dynamo_namespace label of the metrics")
 	mode := fs.String("mode", "disagg", "disagg (prefill then decode engines) or agg (aggregated engines)")
-	ttl := fs.Duration("engine-ttl", 3*time.Second, "stop routing to an engine this long after its last heartbeat")
-	routerMode := fs.String("router", "least_loaded", "routing: least_loaded (fewest in-flight requests), round_robin, or kv (Dynamo's KV router: cached prefix blocks, predicted from routing decisions, against in-flight tokens; observes dynamo_component_router_kv_hit_rate)")
+	ttl := fs.Duration("engine-ttl", 3*time.Second, "stop routing to an engine (and drop its KV-router prediction) this long after its last heartbeat; forget it after 10 times this")
+	routerMode := fs.String("router", "least_loaded", "routing: least_loaded (fewest in-flight requests), round_robin, or kv (Dynamo's KV router: cached prefix blocks, predicted from routing decisions on engines registered with --prefix-caching, against in-flight tokens; observes dynamo_component_router_kv_hit_rate, 0 on engines without a prefix cache)")
 	kvTTL := fs.Duration("kv-index-ttl", frontend.DefaultKVIndexTTL, "kv router: how long a routed prompt block is predicted to stay cached on its engine")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {

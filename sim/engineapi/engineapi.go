@@ -88,6 +88,15 @@ type Registration struct {
 	FPMEndpoint string `json:"fpm_endpoint,omitempty"`
 	// Draining engines take no new requests.
 	Draining bool `json:"draining,omitempty"`
+	// PrefixCaching says the engine keeps a prefix cache of the requests' hash blocks
+	// (`planner engine --prefix-caching` on a prefill or aggregated engine). A KV-routing
+	// frontend predicts cached blocks only on such engines; on the others every request's
+	// hit rate is 0. Absent (an engine that predates the field): false.
+	PrefixCaching bool `json:"prefix_caching,omitempty"`
+	// PrefixCacheBlocks is the most hash blocks the engine's prefix cache can hold (its KV
+	// capacity in hash blocks; 0: unknown). The frontend predicts at most this many blocks
+	// cached there.
+	PrefixCacheBlocks int `json:"prefix_cache_blocks,omitempty"`
 }
 
 // Validate checks the registration.
@@ -99,6 +108,12 @@ func (r Registration) Validate() error {
 	case RolePrefill, RoleDecode, RoleAggregated:
 	default:
 		return fmt.Errorf("role %q: want prefill, decode or aggregated", r.Role)
+	}
+	if r.PrefixCacheBlocks < 0 {
+		return fmt.Errorf("prefix_cache_blocks %d: must be >= 0", r.PrefixCacheBlocks)
+	}
+	if r.PrefixCaching && r.Role == RoleDecode {
+		return fmt.Errorf("prefix_caching: a decode engine keeps no prefix cache (it receives its KV)")
 	}
 	return nil
 }

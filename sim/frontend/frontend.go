@@ -46,8 +46,12 @@ type Options struct {
 	// Router is how an engine of a role is picked ("": router.LeastLoaded, by the
 	// frontend's in-flight requests). router.KV scores the prefill (or aggregated) engines
 	// by the request's leading hash blocks the frontend predicts they cache, from its own
-	// routing decisions (Dynamo's router without KV events): a block routed to an engine is
-	// taken as cached there for KVIndexTTL.
+	// routing decisions (Dynamo's router without KV events): a block routed to an engine
+	// that registered with PrefixCaching is taken as cached there for KVIndexTTL (at most
+	// the engine's PrefixCacheBlocks, at most 2^18); on an engine without a prefix cache
+	// nothing is cached and a request's hit rate is 0. The prediction is dropped when the
+	// engine refuses the request, expires (no heartbeat for EngineTTL), drains or
+	// re-registers with another URL or cache.
 	Router router.Mode
 	// KVIndexTTL is how long a routed block is predicted to stay cached (default 120 s,
 	// Dynamo's --no-kv-events default).
@@ -58,9 +62,18 @@ type Options struct {
 // DefaultKVIndexTTL is Options.KVIndexTTL's default.
 const DefaultKVIndexTTL = 120 * time.Second
 
-// maxIndexBlocks bounds the blocks the KV router predicts per engine; beyond it the least
-// recently routed go first.
+// maxIndexBlocks bounds the blocks the KV router predicts per engine (about 30 MB); beyond
+// it, or beyond the engine's PrefixCacheBlocks, the least recently routed go first.
 const maxIndexBlocks = 1 << 18
+
+// MaxEngines bounds the engines a frontend keeps registered: a registration under a new name
+// beyond it is refused (503) until an engine is forgotten (see ForgetAfterTTLs).
+const MaxEngines = 4096
+
+// ForgetAfterTTLs is how many EngineTTLs after its last heartbeat an engine is forgotten
+// (removed from the frontend, no longer listed). Its KV prediction is dropped as soon as it
+// expires, one EngineTTL after its last heartbeat.
+const ForgetAfterTTLs = 10
 
 // Frontend routes requests to registered engines — by default the least-loaded routable
 // engine of the needed role, counted by the frontend's own in-flight requests; round robin
@@ -88,8 +101,11 @@ type engineEntry struct {
 	lastSeen time.Time
 	inflight atomic.Int64
 	tokens   atomic.Int64 // prompt tokens of the requests in flight (the KV router's load)
-	index    *kvIndex     // the blocks routed here (KV router only)
+	index    *kvIndex     // the blocks routed here (KV router, prefix-caching engines only)
 }
+
+// caches says the KV router predicts blocks cached on the engine.
+func (e *engineEntry) caches() bool { return e.reg.PrefixCaching && e.reg.Role != engineapi.RoleDecode }
 
 // New builds a frontend.
 func New(o Options) (*Frontend, error) {
@@ -179,27 +195,68 @@ func (f *Frontend) serveRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	now := f.now()
+	f.prune(now)
 	e, ok := f.engines[reg.Name]
 	if !ok {
+		if len(f.engines) >= MaxEngines {
+			f.mu.Unlock()
+			http.Error(w, fmt.Sprintf("registration refused: %d engines registered, the most a frontend keeps; "+
+				"an engine is forgotten %d engine TTLs after its last heartbeat", MaxEngines, ForgetAfterTTLs),
+				http.StatusServiceUnavailable)
+			return
+		}
 		e = &engineEntry{}
 		f.engines[reg.Name] = e
-		f.o.Logger.Info("engine registered", "name", reg.Name, "role", reg.Role, "url", reg.URL)
+		f.o.Logger.Info("engine registered", "name", reg.Name, "role", reg.Role, "url", reg.URL, "prefix_caching", reg.PrefixCaching)
 	} else if reg.Draining && !e.reg.Draining {
 		f.o.Logger.Info("engine draining", "name", reg.Name)
 	}
-	e.reg, e.lastSeen = reg, f.now()
+	// A draining engine takes no more requests, and one back with another URL or cache is
+	// another process: what was predicted cached there no longer holds.
+	if reg.Draining || !reg.PrefixCaching || reg.URL != e.reg.URL || reg.PrefixCacheBlocks != e.reg.PrefixCacheBlocks {
+		e.index = nil
+	}
+	e.reg, e.lastSeen = reg, now
 	f.mu.Unlock()
 	writeJSON(w, map[string]string{"status": "ok"})
 }
 
-// pick returns the routable engine of a role the router chooses (nil: none) and counts the
-// request against it. Candidates are taken in name order, so ties go to the first name.
+// prune drops the KV prediction of the engines without a heartbeat for EngineTTL and forgets
+// those without one for ForgetAfterTTLs × EngineTTL. Called under mu.
+func (f *Frontend) prune(now time.Time) {
+	for name, e := range f.engines {
+		switch age := now.Sub(e.lastSeen); {
+		case age > ForgetAfterTTLs*f.o.EngineTTL:
+			delete(f.engines, name)
+			f.o.Logger.Info("engine forgotten: no heartbeat", "name", name, "age", age)
+		case age > f.o.EngineTTL:
+			e.index = nil
+		}
+	}
+}
+
+// picked is an engine pick returned for one request phase.
+type picked struct {
+	e         *engineEntry
+	name, url string // its registration's, read under the lock
+	// kv says the KV router picked it; hitRate is then the request's predicted hit rate there
+	// (0 on an engine without a prefix cache) and added the hashes newly predicted cached
+	// there, taken back if the engine does not accept the request.
+	kv      bool
+	hitRate float64
+	added   []uint64
+}
+
+// pick returns the routable engine of a role the router chooses (ok false: none) and counts
+// the request against it. Candidates are taken in name order, so ties go to the first name.
 // Routing KV-aware to an engine that caches prompts, it records the request's blocks as
-// cached there and, when first is set (not a retry), observes the hit rate.
-func (f *Frontend) pick(role string, isl int, hashes []uint64, first bool) *engineEntry {
+// cached there (call takes them back if the engine refuses the request).
+func (f *Frontend) pick(role string, isl int, hashes []uint64) (p picked, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
+	f.prune(now)
 	f.entries = f.entries[:0]
 	for _, e := range f.engines {
 		if e.reg.Role != role || e.reg.Draining || now.Sub(e.lastSeen) > f.o.EngineTTL {
@@ -212,7 +269,7 @@ func (f *Frontend) pick(role string, isl int, hashes []uint64, first bool) *engi
 	f.cands = f.cands[:0]
 	for _, e := range f.entries {
 		c := router.Candidate{Load: int(e.inflight.Load()), ActiveTokens: int(e.tokens.Load())}
-		if kv && e.index != nil {
+		if kv && e.caches() && e.index != nil {
 			c.CachedBlocks = e.index.match(hashes, now)
 		}
 		f.cands = append(f.cands, c)
@@ -225,22 +282,25 @@ func (f *Frontend) pick(role string, isl int, hashes []uint64, first bool) *engi
 	}
 	k := rt.Pick(f.cands)
 	if k < 0 {
-		return nil
+		return picked{}, false
 	}
 	best := f.entries[k]
 	clear(f.entries)
 	best.inflight.Add(1)
 	best.tokens.Add(int64(isl))
-	if kv {
-		if first {
-			f.metrics.ObserveKVHitRate(router.HitRate(f.cands[k].CachedBlocks, len(hashes)))
-		}
+	p = picked{e: best, name: best.reg.Name, url: best.reg.URL, kv: kv}
+	if kv && best.caches() {
+		p.hitRate = router.HitRate(f.cands[k].CachedBlocks, len(hashes))
 		if best.index == nil {
-			best.index = newKVIndex(f.o.KVIndexTTL, maxIndexBlocks)
+			limit := maxIndexBlocks
+			if n := best.reg.PrefixCacheBlocks; n > 0 {
+				limit = min(limit, n)
+			}
+			best.index = newKVIndex(f.o.KVIndexTTL, limit)
 		}
-		best.index.add(hashes, now)
+		p.added = best.index.add(hashes, now)
 	}
-	return best
+	return p, true
 }
 
 // errNoEngine is a request the frontend cannot route.
@@ -254,32 +314,50 @@ const callAttempts = 3
 
 func (f *Frontend) call(ctx context.Context, role string, req engineapi.GenerateRequest) (engineapi.GenerateResponse, error) {
 	var lastErr error
-	for attempt := range callAttempts {
-		e := f.pick(role, req.ISL, req.HashIDs, attempt == 0)
-		if e == nil {
+	for range callAttempts {
+		p, ok := f.pick(role, req.ISL, req.HashIDs)
+		if !ok {
 			if lastErr != nil {
 				return engineapi.GenerateResponse{}, lastErr
 			}
 			return engineapi.GenerateResponse{}, errNoEngine{role}
 		}
+		e := p.e
 		var resp engineapi.GenerateResponse
-		err := engineapi.PostJSON(ctx, f.client, e.reg.URL+engineapi.PathGenerate, req, &resp)
+		err := engineapi.PostJSON(ctx, f.client, p.url+engineapi.PathGenerate, req, &resp)
 		e.inflight.Add(-1)
 		e.tokens.Add(-int64(req.ISL))
 		if err == nil {
+			if p.kv {
+				// The hit rate of the engine that served the request (Dynamo's router
+				// observes its pick's overlap).
+				f.metrics.ObserveKVHitRate(p.hitRate)
+			}
 			return resp, nil
 		}
-		lastErr = fmt.Errorf("%s engine %s: %w", role, e.reg.Name, err)
+		lastErr = fmt.Errorf("%s engine %s: %w", role, p.name, err)
 		var se *engineapi.StatusError
-		refused := errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
-		if ctx.Err() != nil || (!refused && errors.As(err, &se)) {
+		rejected := errors.As(err, &se) && se.Code != http.StatusServiceUnavailable
+		f.mu.Lock()
+		switch {
+		case ctx.Err() != nil:
+			// The client went away: the engine may still run the request, and cache it.
+		case rejected:
+			// The engine turned the request down: it caches none of it.
+			if e.index != nil {
+				e.index.remove(p.added)
+			}
+		default:
+			// Draining or gone (connection refused): stop routing there until it registers
+			// again, and forget what it was predicted to cache.
+			e.reg.Draining = true
+			e.index = nil
+		}
+		f.mu.Unlock()
+		if ctx.Err() != nil || rejected {
 			return resp, lastErr
 		}
-		// Draining or gone (connection refused): stop routing there until it registers again.
-		f.mu.Lock()
-		e.reg.Draining = true
-		f.mu.Unlock()
-		f.o.Logger.Info("engine refused a request: unroutable until it registers again", "name", e.reg.Name, "error", err)
+		f.o.Logger.Info("engine refused a request: unroutable until it registers again", "name", p.name, "error", err)
 	}
 	return engineapi.GenerateResponse{}, lastErr
 }

@@ -37,8 +37,9 @@ func (x *kvIndex) match(hashes []uint64, now time.Time) int {
 	return len(hashes)
 }
 
-// add records hashes as routed at now.
-func (x *kvIndex) add(hashes []uint64, now time.Time) {
+// add records hashes as routed at now and returns those it did not hold (nil: none).
+func (x *kvIndex) add(hashes []uint64, now time.Time) []uint64 {
+	var added []uint64
 	for _, h := range hashes {
 		if el, ok := x.index[h]; ok {
 			el.Value.(*kvBlock).at = now
@@ -46,20 +47,31 @@ func (x *kvIndex) add(hashes []uint64, now time.Time) {
 			continue
 		}
 		x.index[h] = x.order.PushBack(&kvBlock{hash: h, at: now})
+		added = append(added, h)
 	}
 	for x.order.Len() > x.max {
-		x.remove(x.order.Front())
+		x.drop(x.order.Front())
+	}
+	return added
+}
+
+// remove takes hashes out of the index (a request the engine did not accept).
+func (x *kvIndex) remove(hashes []uint64) {
+	for _, h := range hashes {
+		if el, ok := x.index[h]; ok {
+			x.drop(el)
+		}
 	}
 }
 
 // expire drops the blocks last routed more than ttl before now.
 func (x *kvIndex) expire(now time.Time) {
 	for el := x.order.Front(); el != nil && now.Sub(el.Value.(*kvBlock).at) > x.ttl; el = x.order.Front() {
-		x.remove(el)
+		x.drop(el)
 	}
 }
 
-func (x *kvIndex) remove(el *list.Element) {
+func (x *kvIndex) drop(el *list.Element) {
 	delete(x.index, el.Value.(*kvBlock).hash)
 	x.order.Remove(el)
 }

@@ -2,7 +2,10 @@ package frontend
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,14 +17,16 @@ import (
 	"github.com/llmplanner/planner/sim/router"
 )
 
-// aggFrontend is an aggregated frontend routing with mode over two instant engines a0 and a1.
-func aggFrontend(t *testing.T, mode router.Mode) *Frontend {
+// aggFrontend is an aggregated frontend routing with mode over two instant engines a0 and a1
+// that keep a prefix cache when caching is set.
+func aggFrontend(t *testing.T, mode router.Mode, caching bool) *Frontend {
 	t.Helper()
 	f, err := New(Options{Model: "M", Namespace: "demo", Mode: Aggregated, Router: mode})
 	require.NoError(t, err)
 	for _, name := range []string{"a0", "a1"} {
 		srv := fakeEngine(t, name, 0, nil, new(atomic.Int64))
-		require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, engineapi.Registration{Name: name, Role: "aggregated", URL: srv.URL}).Code)
+		require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines,
+			engineapi.Registration{Name: name, Role: "aggregated", URL: srv.URL, PrefixCaching: caching}).Code)
 	}
 	return f
 }
@@ -59,20 +64,23 @@ func TestFrontendRouterModes(t *testing.T) {
 		{ISL: 1000, OSL: 1},
 	}
 	tests := []struct {
-		name  string
-		mode  router.Mode
-		want  []string
-		sum   float64
-		count uint64
+		name    string
+		mode    router.Mode
+		caching bool
+		want    []string
+		sum     float64
+		count   uint64
 	}{
 		// Sequential requests find both engines idle: ties go to a0 unless a1 caches more.
-		{"kv", router.KV, []string{"a0", "a0", "a0", "a0"}, 0.75, 4},
-		{"least loaded", router.LeastLoaded, []string{"a0", "a0", "a0", "a0"}, 0, 0},
-		{"round robin", router.RoundRobin, []string{"a0", "a1", "a0", "a1"}, 0, 0},
+		{"kv", router.KV, true, []string{"a0", "a0", "a0", "a0"}, 0.75, 4},
+		// Engines without a prefix cache cache nothing: every request's hit rate is 0.
+		{"kv over engines without a prefix cache", router.KV, false, []string{"a0", "a0", "a0", "a0"}, 0, 4},
+		{"least loaded", router.LeastLoaded, true, []string{"a0", "a0", "a0", "a0"}, 0, 0},
+		{"round robin", router.RoundRobin, true, []string{"a0", "a1", "a0", "a1"}, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := aggFrontend(t, tc.mode)
+			f := aggFrontend(t, tc.mode, tc.caching)
 			var got []string
 			for _, cr := range reqs {
 				got = append(got, worker(t, f, cr))
@@ -86,7 +94,7 @@ func TestFrontendRouterModes(t *testing.T) {
 }
 
 func TestFrontendKVRouterPrefersTheCachingEngine(t *testing.T) {
-	f := aggFrontend(t, router.KV)
+	f := aggFrontend(t, router.KV, true)
 	// a1 learns blocks 5 and 6 while a0 is busy with a long request in flight.
 	f.mu.Lock()
 	a0 := f.engines["a0"]
@@ -105,7 +113,7 @@ func TestFrontendKVRouterPrefersTheCachingEngine(t *testing.T) {
 }
 
 func TestFrontendRejectsTooManyHashes(t *testing.T) {
-	f := aggFrontend(t, router.KV)
+	f := aggFrontend(t, router.KV, true)
 	rec := post(t, f, "/v1/completions", loadgen.CompletionRequest{ISL: 600, OSL: 1, HashIDs: []uint64{1, 2, 3}})
 	require.Equal(t, http.StatusBadRequest, rec.Code)
 	require.Contains(t, rec.Body.String(), "3 hash ids for isl 600: at most 2")
@@ -146,4 +154,136 @@ func TestKVIndex(t *testing.T) {
 			require.Equal(t, len(x.index), x.order.Len())
 		})
 	}
+}
+
+// switchEngine is an instant aggregated engine that refuses (503) while draining is set and
+// rejects the request (400) while rejecting is set.
+func switchEngine(t *testing.T, name string, draining, rejecting *atomic.Bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case draining.Load():
+			http.Error(w, "engine: draining", http.StatusServiceUnavailable)
+		case rejecting.Load():
+			http.Error(w, "bad request: too long", http.StatusBadRequest)
+		default:
+			now := time.Now().UnixNano()
+			_ = json.NewEncoder(w).Encode(engineapi.GenerateResponse{Worker: name, FirstTokenUnixNano: now, FinishedUnixNano: now})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestFrontendKVRouterTakesBackRefusedRequests(t *testing.T) {
+	f, err := New(Options{Model: "M", Namespace: "demo", Mode: Aggregated, Router: router.KV})
+	require.NoError(t, err)
+	var draining, rejecting atomic.Bool
+	a0 := engineapi.Registration{Name: "a0", Role: "aggregated", URL: switchEngine(t, "a0", &draining, &rejecting), PrefixCaching: true}
+	a1 := engineapi.Registration{Name: "a1", Role: "aggregated", URL: switchEngine(t, "a1", new(atomic.Bool), new(atomic.Bool)), PrefixCaching: true}
+	for _, reg := range []engineapi.Registration{a0, a1} {
+		require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, reg).Code)
+	}
+	index := func(name string) int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if x := f.engines[name].index; x != nil {
+			return len(x.index)
+		}
+		return 0
+	}
+
+	// a0 rejects the request: it caches none of it, and no hit rate is observed.
+	rejecting.Store(true)
+	rec := post(t, f, "/v1/completions", loadgen.CompletionRequest{ISL: 1024, OSL: 1, HashIDs: []uint64{1, 2}})
+	require.Equal(t, http.StatusBadGateway, rec.Code, rec.Body.String())
+	require.Zero(t, index("a0"), "the rejected request's blocks are taken back")
+	rejecting.Store(false)
+	require.Equal(t, "a0", worker(t, f, loadgen.CompletionRequest{ISL: 1536, OSL: 1, HashIDs: []uint64{1, 2, 3}}))
+	sum, count := kvHitRate(t, f)
+	require.Zero(t, sum, "nothing of the rejected request was cached")
+	require.Equal(t, uint64(1), count)
+
+	// a0 refuses (draining): the request goes to a1 and a0's prediction is dropped.
+	draining.Store(true)
+	require.Equal(t, "a1", worker(t, f, loadgen.CompletionRequest{ISL: 1536, OSL: 1, HashIDs: []uint64{1, 2, 3}}))
+	require.Zero(t, index("a0"))
+	require.Equal(t, 3, index("a1"))
+	draining.Store(false)
+	require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, a0).Code, "a0 is back")
+	require.Equal(t, "a1", worker(t, f, loadgen.CompletionRequest{ISL: 2048, OSL: 1, HashIDs: []uint64{1, 2, 3, 4}}))
+	sum, count = kvHitRate(t, f)
+	require.InDelta(t, 0.75, sum, 1e-12, "the first served request on a1 missed, the next found 3 of 4 blocks")
+	require.Equal(t, uint64(3), count)
+}
+
+func TestFrontendEngineLifecycle(t *testing.T) {
+	f, err := New(Options{Model: "M", Namespace: "demo", Mode: Aggregated, Router: router.KV, EngineTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	now := time.Unix(1_700_000_000, 0)
+	f.now = func() time.Time { return now }
+	url := switchEngine(t, "a0", new(atomic.Bool), new(atomic.Bool))
+	a0 := engineapi.Registration{Name: "a0", Role: "aggregated", URL: url, PrefixCaching: true, PrefixCacheBlocks: 2}
+	require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, a0).Code)
+	require.Equal(t, "a0", worker(t, f, loadgen.CompletionRequest{ISL: 2048, OSL: 1, HashIDs: []uint64{1, 2, 3, 4}}))
+	f.mu.Lock()
+	require.Equal(t, 2, len(f.engines["a0"].index.index), "the prediction is bounded by the engine's cache")
+	f.mu.Unlock()
+
+	// a0 misses its heartbeats past the TTL: its prediction is dropped; it comes back empty.
+	now = now.Add(2 * time.Second)
+	require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, a0).Code)
+	require.Equal(t, "a0", worker(t, f, loadgen.CompletionRequest{ISL: 2048, OSL: 1, HashIDs: []uint64{3, 4}}))
+	sum, count := kvHitRate(t, f)
+	require.Zero(t, sum, "an expired engine's prediction is dropped")
+	require.Equal(t, uint64(2), count)
+
+	// Engines are bounded: a new name beyond MaxEngines is refused, a known one is not.
+	for i := 1; i < MaxEngines; i++ {
+		reg := engineapi.Registration{Name: fmt.Sprintf("e%d", i), Role: "aggregated", URL: url}
+		require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, reg).Code)
+	}
+	rec := post(t, f, engineapi.PathEngines, engineapi.Registration{Name: "one-too-many", Role: "aggregated", URL: url})
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.Contains(t, rec.Body.String(), "4096 engines registered")
+	require.Len(t, f.Engines(), MaxEngines)
+	require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, a0).Code, "a heartbeat of a known engine")
+
+	// Without heartbeats, engines are forgotten and their names make room.
+	now = now.Add(ForgetAfterTTLs*time.Second + time.Millisecond)
+	require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, engineapi.Registration{Name: "late", Role: "aggregated", URL: url}).Code)
+	require.Equal(t, []string{"late"}, func() (names []string) {
+		for _, e := range f.Engines() {
+			names = append(names, e.Name)
+		}
+		return names
+	}())
+}
+
+func TestRegistrationValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		reg  engineapi.Registration
+		want string
+	}{
+		{"ok", engineapi.Registration{Name: "p", Role: "prefill", URL: "u", PrefixCaching: true, PrefixCacheBlocks: 10}, ""},
+		{"old engine: no cache fields", engineapi.Registration{Name: "p", Role: "prefill", URL: "u"}, ""},
+		{"negative cache", engineapi.Registration{Name: "p", Role: "prefill", URL: "u", PrefixCacheBlocks: -1}, "prefix_cache_blocks -1"},
+		{"decode caching", engineapi.Registration{Name: "d", Role: "decode", URL: "u", PrefixCaching: true}, "decode engine keeps no prefix cache"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.reg.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	// The wire format: a registration without the new fields decodes as no prefix cache.
+	var reg engineapi.Registration
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"a","role":"aggregated","url":"u"}`), &reg))
+	require.False(t, reg.PrefixCaching)
+	require.Zero(t, reg.PrefixCacheBlocks)
 }
