@@ -255,7 +255,7 @@ func TestAhead_BudgetAndMinimum(t *testing.T) {
 
 	_, dec, _, err = p.Decide(st, aheadInput(5, 3, 3, 3, 3, 0))
 	require.NoError(t, err)
-	require.True(t, dec.Empty(), "no scale-down before a lead time of traffic is known")
+	require.True(t, dec.Empty(), "no scale-down before the trend window of traffic is known")
 }
 
 func TestAheadConfig(t *testing.T) {
