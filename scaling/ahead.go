@@ -51,6 +51,10 @@ const (
 	// aheadMaxGapHoldSeconds bounds how long a scale-down waits for demand that came back
 	// after quiet gaps before.
 	aheadMaxGapHoldSeconds = 900
+	// aheadGapHoldFactor is how many times the longest quiet gap seen a scale-down waits
+	// (plus the lead time): a gap seen once or twice says little about how long the next
+	// one is.
+	aheadGapHoldFactor = 2
 	// aheadCalmBurst is the burst excess, as a share of the level, under which arrivals
 	// count as steady enough to learn the decode edge rate from.
 	aheadCalmBurst = 0.1
@@ -194,9 +198,7 @@ func (a *AheadState) recent(seconds float64) (n, isl, osl, cov float64) {
 // batch models already allow for): the excess rate that aheadBurstShare of the recent
 // requests exceeded (0 for Poisson arrivals). interval is the observations' length.
 func (a *AheadState) burst(interval float64) float64 {
-	type excess struct{ by, weight float64 }
 	var ex []excess
-	var total float64
 	for i, r := range a.Recent {
 		b := a.RecentBucket[i]
 		if b < 0 || b >= len(a.Count) || a.Covered[b] <= 0 || r <= 0 {
@@ -204,7 +206,35 @@ func (a *AheadState) burst(interval float64) float64 {
 		}
 		mean := a.Count[b] / a.Covered[b]
 		ex = append(ex, excess{r - mean - aheadQuantileZ*math.Sqrt(mean/interval), r})
-		total += r
+	}
+	return upperExcess(ex)
+}
+
+// unsteadiness is how much faster than level the requests of the last window seconds'
+// intervals arrived, beyond Poisson noise: the request-weighted (1 − aheadBurstShare)
+// quantile, like burst, but against the current level rather than each interval's bucket,
+// so that it also sees the bursts when a bucket is a single interval, and those of the
+// buckets before the current one (≥ 0).
+func (a *AheadState) unsteadiness(level, interval, window float64) float64 {
+	var ex []excess
+	n := min(len(a.Recent), max(1, int(math.Ceil(window/interval))))
+	for _, r := range a.Recent[len(a.Recent)-n:] {
+		if r > 0 {
+			ex = append(ex, excess{r - level - aheadQuantileZ*math.Sqrt(level/interval), r})
+		}
+	}
+	return upperExcess(ex)
+}
+
+// excess is how much faster than expected an interval's requests arrived (by), weighted
+// by its rate.
+type excess struct{ by, weight float64 }
+
+// upperExcess is the request-weighted (1 − aheadBurstShare) quantile of the excesses (≥ 0).
+func upperExcess(ex []excess) float64 {
+	var total float64
+	for _, e := range ex {
+		total += e.weight
 	}
 	slices.SortFunc(ex, func(x, y excess) int { return cmp.Compare(y.by, x.by) })
 	var above float64
@@ -233,6 +263,8 @@ type Forecast struct {
 	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
+	// Correlation is the period's autocorrelation (0 without a period).
+	Correlation float64
 	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
 	// the lead time, bursts within a bucket included.
 	Rate float64
@@ -257,7 +289,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 
 	// Trend: a least-squares line through the complete buckets of the window.
-	window := math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
+	window := a.trendWindow(lead)
 	last := len(a.Count) - 1
 	var xs, ys []float64
 	for i := last; i >= 0 && float64(last-i)*a.BucketS < window; i-- {
@@ -284,7 +316,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	f.Rate = f.Level + math.Max(0, f.Slope)*(lead+math.Max(a.BucketS, 2*interval)/2) + margin
 
 	if period, acf, ok := a.period(); ok {
-		f.PeriodS = float64(period) * a.BucketS
+		f.PeriodS, f.Correlation = float64(period)*a.BucketS, acf
 		// The last period's level against the one before it: how the pattern has grown.
 		scale := 1.0
 		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 {
@@ -308,6 +340,12 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 	}
 	return f, true
+}
+
+// trendWindow is the span the trend and the spread are fitted over: at least
+// aheadTrendBuckets buckets and twice the lead time.
+func (a *AheadState) trendWindow(lead float64) float64 {
+	return math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
 }
 
 // recordNeed notes that pool c needed n engines in the newest bucket.
@@ -496,6 +534,7 @@ func (t *tick) ahead() Decision {
 		isl, osl = *tr.ISL, *tr.OSL
 		t.st.LastISL, t.st.LastOSL = ptr(isl), ptr(osl)
 	}
+	first := len(a.Count) == 0
 	a.record(t.in.Now, tr.DurationS, *tr.NumReq, isl, osl)
 	d.ObservedNumReq = ptr(*tr.NumReq)
 
@@ -527,9 +566,16 @@ func (t *tick) ahead() Decision {
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
 	for _, c := range t.pools() {
-		a.recordNeed(c, need[c])
+		n := need[c]
+		if first {
+			// The deployment found at the start was sized for the traffic before the
+			// history: it counts as what the first bucket needed, so demand that comes back
+			// after a quiet start is held for like any other.
+			n = max(n, t.provisioned(c))
+		}
+		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.PeriodS > 0)
+	return t.aheadDecide(need, lead, f.Correlation >= aheadTrustedCorrelation)
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -627,7 +673,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	z := aheadDecodeSpreadZ
 	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
 	perEngine := keep / perRequest
-	if edge := t.learnDecodeEdge(f); edge > 0 && edge < perEngine {
+	if edge := t.learnDecodeEdge(f, lead); edge > 0 && edge < perEngine {
 		perEngine = edge
 	}
 	rate := f.Rate + backlog/lead
@@ -671,9 +717,11 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 }
 
 // learnDecodeEdge records the rate per ready decode engine when the observed mean ITL
-// reaches aheadITLWatch of the SLA while the arrivals are steady (the lowest such rate, relaxed upwards by aheadEdgeRelax
-// per interval) and returns it (0: never seen).
-func (t *tick) learnDecodeEdge(f Forecast) float64 {
+// reaches aheadITLWatch of the SLA while the arrivals are steady — no burst within the
+// buckets, and none of the last lead time's intervals (a burst's backlog reaches the
+// decode pool after it) above the level beyond aheadCalmBurst — (the lowest such rate,
+// relaxed upwards by aheadEdgeRelax per interval) and returns it (0: never seen).
+func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	a := t.st.Ahead
 	if a.DecodeEdgeRPS > 0 {
 		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax
@@ -681,7 +729,7 @@ func (t *tick) learnDecodeEdge(f Forecast) float64 {
 	tr := t.in.Traffic
 	// Only when the arrivals are about Poisson: a burst, not the engines, may have raised the
 	// ITL otherwise.
-	calm := f.Burst <= aheadCalmBurst*f.Level
+	calm := f.Burst <= aheadCalmBurst*f.Level && a.unsteadiness(f.Level, t.p.loadI, lead) <= aheadCalmBurst*f.Level
 	if ready := t.current(Decode); calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
 		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)
 		if edge := rate / float64(ready); a.DecodeEdgeRPS == 0 || edge < a.DecodeEdgeRPS {
@@ -790,9 +838,11 @@ func (t *tick) provisioned(c Component) int {
 }
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
-// scale-downs only to the highest count needed over the lead time, and, without a known
-// period, not before the longest quiet gap after which demand came back before has passed;
-// never for a pool whose observed latency breaks its SLA; then the GPU budget.
+// scale-downs not before the trend window has been observed, only to the highest count
+// needed over the lead time, and, without a trusted period (periodic: one the forecast
+// follows instead of the trend), not before twice the longest quiet gap after which demand
+// came back before has passed; never for a pool whose observed latency breaks its SLA;
+// then the GPU budget.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
@@ -808,20 +858,21 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) 
 		}
 		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: need[c]}, t.in.Now-lead)
 		cur, n := t.provisioned(c), need[c]
-		if n < cur && observed < lead {
-			d.note(fmt.Sprintf("ahead: %s not scaled down: %.0f s of traffic observed, less than the lead time", c, observed))
+		if first := t.st.Ahead.trendWindow(lead); n < cur && observed < first {
+			d.note(fmt.Sprintf("ahead: %s not scaled down: %.0f s of traffic observed, less than the %.0f s the forecast's spread is measured over", c, observed, first))
 			n = cur
 		}
 		if n < cur {
 			if top := (*hist)[0]; top.Replicas > n {
 				n = min(cur, top.Replicas)
 			}
-			// Demand that came back after quiet gaps will likely come back again: unless the
-			// period is known (the forecast sees it coming), a scale-down waits out the
-			// longest such gap, so capacity is not released just before it is needed.
+			// Demand that came back after quiet gaps will likely come back again: unless a
+			// trusted period is known (the forecast sees it coming), a scale-down waits out
+			// the longest such gap (twice over: the next may be longer), so capacity is not
+			// released just before it is needed.
 			for !periodic && n < cur {
 				longest, quiet := t.st.Ahead.quietGaps(c, n)
-				hold := math.Min(aheadMaxGapHoldSeconds, longest+lead)
+				hold := math.Min(aheadMaxGapHoldSeconds, aheadGapHoldFactor*longest+lead)
 				if longest == 0 || quiet >= hold {
 					break
 				}

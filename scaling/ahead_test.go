@@ -142,11 +142,18 @@ func TestAheadState_Forecast(t *testing.T) {
 // aheadPlanner is the ahead policy on the test profile, disaggregated, 16 GPUs.
 func aheadPlanner(t *testing.T) (*Planner, State) {
 	t.Helper()
+	return aheadPlannerWith(t, func(*config.Config) {})
+}
+
+// aheadPlannerWith is aheadPlanner with its configuration changed by mutate.
+func aheadPlannerWith(t *testing.T, mutate func(*config.Config)) (*Planner, State) {
+	t.Helper()
 	prof, err := perf.LoadProfile("../sim/engine/testdata")
 	require.NoError(t, err)
 	cfg := slaConfig(func(c *config.Config) {
 		c.ScalingPolicy = config.PolicyAhead
 		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 10, 16
+		mutate(c)
 	})
 	p, err := New(cfg, prof)
 	require.NoError(t, err)
@@ -248,7 +255,7 @@ func TestAhead_BudgetAndMinimum(t *testing.T) {
 
 	_, dec, _, err = p.Decide(st, aheadInput(5, 3, 3, 3, 3, 0))
 	require.NoError(t, err)
-	require.True(t, dec.Empty(), "no scale-down before a lead time of traffic is known")
+	require.True(t, dec.Empty(), "no scale-down before the trend window of traffic is known")
 }
 
 func TestAheadConfig(t *testing.T) {
@@ -340,4 +347,70 @@ func TestAhead_EstimatesTheReadyPool(t *testing.T) {
 	require.Greater(t, *light.EstimatedTTFTMs, 10.0, "at least the prompt's own service time")
 	require.Greater(t, *heavy.EstimatedTTFTMs, *light.EstimatedTTFTMs, "more load per engine waits longer")
 	require.Greater(t, *heavy.EstimatedITLMs, *light.EstimatedITLMs, "a bigger batch per engine is slower")
+}
+
+func TestAheadState_Unsteadiness(t *testing.T) {
+	a := AheadState{BucketS: 5}
+	feed(&a, 60, func(float64) float64 { return 40 })
+	require.Zero(t, a.unsteadiness(40, 5, 15), "steady arrivals")
+	// A burst two intervals ago, in a bucket of its own (one interval per bucket): the
+	// bucket-relative burst cannot see it; against the level it shows.
+	a.record(65, 5, 120*5, 3000, 300)
+	a.record(70, 5, 40*5, 3000, 300)
+	a.record(75, 5, 40*5, 3000, 300)
+	require.Zero(t, a.burst(5), "a bucket of one interval has no burst within it")
+	require.Greater(t, a.unsteadiness(40, 5, 15), 0.1*40, "the burst within the lead time")
+	require.Zero(t, a.unsteadiness(40, 5, 10), "outside the window")
+}
+
+// TestAhead_DecodeEdgeOnlyWhenSteady: an ITL near the SLA after a burst (the burst's backlog
+// reaching the decode pool) does not teach a per-engine decode rate, even when a bucket is
+// a single interval (the demo's 10 s startup); the same ITL under steady arrivals does.
+func TestAhead_DecodeEdgeOnlyWhenSteady(t *testing.T) {
+	p, st := aheadPlannerWith(t, func(c *config.Config) { c.ExpectedStartupSeconds = 10 })
+	require.Equal(t, 5.0, st.Ahead.BucketS)
+	now := 0.0
+	step := func(rate float64) {
+		now += 5
+		in := aheadInput(now, 4, 4, 4, 4, rate)
+		if now > 10 {
+			in.Traffic.ITLMs = ptr(9.0) // 90% of the SLA, once the arrivals can be judged
+		}
+		next, _, _, err := p.Decide(st, in)
+		require.NoError(t, err)
+		st = next // the pools stay as they are
+	}
+	for range 12 {
+		step(5)
+		step(60)
+	}
+	require.Zero(t, st.Ahead.DecodeEdgeRPS, "bursty arrivals: the ITL is the bursts'")
+	for range 20 {
+		step(20)
+	}
+	require.InDelta(t, 5, st.Ahead.DecodeEdgeRPS, 1, "steady 20 req/s on 4 decode engines at 90%% of the ITL SLA")
+}
+
+// TestAhead_StartCountsAsNeeded: the deployment found at the start counts as what the first
+// bucket needed, so a quiet start followed by demand is a quiet gap like any other; and
+// nothing is scaled down before the trend window has been observed.
+func TestAhead_StartCountsAsNeeded(t *testing.T) {
+	p, st := aheadPlanner(t)
+	next, dec, _, err := p.Decide(st, aheadInput(5, 6, 6, 6, 6, 1))
+	require.NoError(t, err)
+	require.True(t, dec.Empty(), "no scale-down on the first observation")
+	require.Equal(t, []int{6}, next.Ahead.NeedPrefill)
+	require.Equal(t, []int{6}, next.Ahead.NeedDecode)
+	cfg := p.Config()
+	lead := cfg.StartupPriorSeconds() + 5
+	window := next.Ahead.trendWindow(lead)
+	require.Equal(t, 2*lead, window)
+	st = next
+	now := 5.0
+	for ; now+5 < window; now += 5 {
+		next, dec, _, err = p.Decide(st, aheadInput(now+5, 6, 6, 6, 6, 1))
+		require.NoError(t, err)
+		st = next
+		require.True(t, dec.Empty(), "at %v: %.0f s observed, less than the trend window", now+5, now+5)
+	}
 }
