@@ -96,7 +96,17 @@ type demoOptions struct {
 	tail         time.Duration
 	metricsAddr  string
 	mode         string
+	start        string
 }
+
+// The demo's starting deployments (--start).
+const (
+	// demoStartSized starts at the smallest static deployment that serves the replay's first
+	// minute in the simulator, where the simulated comparison's runs start.
+	demoStartSized = "sized"
+	// demoStartMinimum starts at the config's minimum endpoints (one engine per pool).
+	demoStartMinimum = "minimum"
+)
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -112,6 +122,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
 	fset.IntVar(&o.gpus, "gpus", 12, "simulated GPUs the local connector hands out")
 	fset.StringVar(&o.mode, "mode", "", "deployment shape: disagg (prefill and decode engines) or agg (aggregated engines); default: --config's mode, else disagg")
+	fset.StringVar(&o.start, "start", demoStartSized, "starting deployment: sized (the smallest static deployment serving the replay's first minute in the simulator) or minimum (the config's minimum endpoints); the simulated comparison starts there too")
 	fset.StringVar(&o.configFile, "config", "", "planner config (YAML/JSON) instead of the built-in one; environment must be local")
 	fset.StringVar(&o.metricsAddr, "metrics-address", "127.0.0.1:9464", `serve the worker's /metrics here, for Prometheus and the Grafana dashboard (docs/observability.md; "" to disable)`)
 	fset.Usage = func() {
@@ -131,6 +142,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "", config.ModeDisagg, config.ModeAgg:
 	default:
 		return fmt.Errorf("--mode %q: want disagg or agg", o.mode)
+	}
+	if o.start != demoStartSized && o.start != demoStartMinimum {
+		return fmt.Errorf("--start %q: want %s or %s", o.start, demoStartSized, demoStartMinimum)
 	}
 	if o.duration < 20*time.Second {
 		return fmt.Errorf("--duration %s is too short to see the planner work (at least 20s)", o.duration)
@@ -256,9 +270,32 @@ func (d *demo) run(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(out, "planner.json"), append(cfgData, '\n'), 0o644); err != nil {
 		return err
 	}
+	// The live run and the simulated comparison start from the same deployment (--start): by
+	// default the smallest static deployment serving the replay's first minute
+	// (evaluate.StartWindowSeconds), where the simulator starts every policy.
+	sim, err := d.simulationPlan(reqs, speedup, cfg, d.configSource())
+	if err != nil {
+		return err
+	}
+	startP, startD, why := cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), "the config's minimum endpoints"
+	if o.start == demoStartSized {
+		p, dd, err := sim.InitialDeployment()
+		if err != nil {
+			return err
+		}
+		startP, startD = max(p, startP), max(dd, startD)
+		why = fmt.Sprintf("the smallest static deployment serving the replay's first %d s in the simulator", evaluate.StartWindowSeconds)
+	}
+	if cfg.Mode == config.ModeAgg {
+		startP = 0
+	}
+	if err := sim.Scenario.StartAt(startP, startD); err != nil {
+		return err
+	}
+	d.say("starting at %s (%s); the simulated comparison starts there too", sim.Scenario.DeploymentName(startP, startD), why)
 	depFile, err := writeDemoDeployments(demoDeploymentsOptions{out: out, self: d.self, frontendURL: frontendURL, profileDir: profileDir,
 		plannerConfig: "planner.json", gpus: o.gpus, startupDelay: o.startupDelay, agg: cfg.Mode == config.ModeAgg,
-		initialPrefill: cfg.PrefillMinEndpoints(), initialDecode: cfg.DecodeMinEndpoints()})
+		initialPrefill: startP, initialDecode: startD})
 	if err != nil {
 		return err
 	}
@@ -379,7 +416,7 @@ func (d *demo) run(ctx context.Context) error {
 	report := filepath.Join(out, "report.html")
 	result := rec.machineSummary(mon.ticks, mon.decisions)
 	d.say("simulating the same replay offline (virtual clock): this config, Dynamo's SLA planner, the best static deployment")
-	if result.Simulated, err = d.simulateSame(ctx, reqs, speedup, cfg, d.configSource()); err != nil {
+	if result.Simulated, err = d.simulateSame(ctx, sim); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // interrupted: no report that looks complete
 		}
@@ -454,10 +491,10 @@ func (d *demo) configSource() string {
 	return filepath.Join(d.o.out, "planner.yaml")
 }
 
-// simulateSame replays the demo's trace, compressed as the demo replayed it, through the
-// simulator (sim/evaluate) for the demo's config, Dynamo's SLA planner and the best static
-// deployment, with the same SLAs, GPU budget and engine start-up.
-func (d *demo) simulateSame(ctx context.Context, reqs []predict.Request, speedup float64, cfg config.Config, src string) ([]demoSimulated, error) {
+// simulationPlan is the simulator's replay of the demo's trace, compressed as the demo replays
+// it, for the demo's config and Dynamo's SLA planner, with the same SLAs, GPU budget, engine
+// start-up and mode.
+func (d *demo) simulationPlan(reqs []predict.Request, speedup float64, cfg config.Config, src string) (evaluate.Plan, error) {
 	compressed := make([]predict.Request, len(reqs))
 	for i, r := range reqs {
 		r.Arrival /= speedup
@@ -466,19 +503,25 @@ func (d *demo) simulateSame(ctx context.Context, reqs []predict.Request, speedup
 	sc, err := evaluate.NewScenario("demo", evaluate.SLA{TTFTMs: cfg.TTFTMs, ITLMs: cfg.ITLMs}, 0.9, d.o.startupDelay.Seconds(),
 		cfg.MaxGPUBudget, []evaluate.PolicySpec{{Name: "this config", File: src}, {Name: evaluate.PolicyDynamoSLA, Builtin: evaluate.PolicyDynamoSLA}})
 	if err != nil {
-		return nil, err
+		return evaluate.Plan{}, err
 	}
 	if cfg.Mode == config.ModeAgg { // the same policies, simulated on aggregated engines
 		sc.Mode = config.ModeAgg
 		if err := sc.Validate(); err != nil {
-			return nil, err
+			return evaluate.Plan{}, err
 		}
 	}
 	prof, err := perf.LoadProfile(cfg.ProfileResultsDir)
 	if err != nil {
-		return nil, err
+		return evaluate.Plan{}, err
 	}
-	rep, err := evaluate.Run(ctx, evaluate.Plan{Scenario: sc, Requests: compressed, TraceDesc: "the demo's replay", Profile: prof, Static: true, Parallel: 2})
+	return evaluate.Plan{Scenario: sc, Requests: compressed, TraceDesc: "the demo's replay", Profile: prof, Static: true, Parallel: 2}, nil
+}
+
+// simulateSame runs the simulation plan (the demo's replay, from the deployment the live run
+// started at) for the demo's config, Dynamo's SLA planner and the best static deployment.
+func (d *demo) simulateSame(ctx context.Context, plan evaluate.Plan) ([]demoSimulated, error) {
+	rep, err := evaluate.Run(ctx, plan)
 	if err != nil {
 		return nil, err
 	}

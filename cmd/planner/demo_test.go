@@ -104,7 +104,7 @@ func runDemoForTest(t *testing.T, mode, plannerYAML string, phases [][2]float64)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--mode", mode, "--out", out, "--trace", trace, "--trace-length", "0",
-		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8",
+		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8", "--start", "minimum",
 		"--metrics-address", freeAddr(t))
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.HostPort)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -98,3 +98,33 @@ func TestScenarioFiles_Load(t *testing.T) {
 	require.Positive(t, modes[config.ModeAgg], "agg scenarios ship")
 	require.Positive(t, modes[config.ModeDisagg])
 }
+
+func TestScenarioStartAt(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mode    config.Mode
+		p, d    int
+		want    []int
+		wantErr string
+	}{
+		"disagg":          {config.ModeDisagg, 2, 3, []int{2, 3}, ""},
+		"agg":             {config.ModeAgg, 0, 4, []int{4}, ""},
+		"disagg no pool":  {config.ModeDisagg, 0, 3, nil, "each pool needs 1"},
+		"over the budget": {config.ModeDisagg, 6, 6, nil, "each pool needs 1"},
+		"agg too many":    {config.ModeAgg, 0, 9, nil, "mode agg takes [engines]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := NewScenario("s", SLA{TTFTMs: 300, ITLMs: 10}, 0.9, 10, 8, []PolicySpec{{Name: PolicyDynamoSLA, Builtin: PolicyDynamoSLA}})
+			require.NoError(t, err)
+			sc.Mode = tc.mode
+			err = sc.StartAt(tc.p, tc.d)
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, ErrInvalidScenario)
+				require.ErrorContains(t, err, tc.wantErr)
+				require.Empty(t, sc.Initial, "a refused start changes nothing")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, sc.Initial)
+		})
+	}
+}

@@ -209,7 +209,7 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
 	}
 	var err error
-	if p.start[0], p.start[1], err = p.initialDeployment(); err != nil {
+	if p.start[0], p.start[1], err = p.InitialDeployment(); err != nil {
 		return nil, err
 	}
 	rep.InitialPrefill, rep.InitialDecode, rep.InitialGiven = p.start[0], p.start[1], len(sc.Initial) > 0
@@ -433,11 +433,11 @@ func (p Plan) jobs() ([]job, error) {
 // policies start from.
 const StartWindowSeconds = 60
 
-// initialDeployment is the deployment the policies start from: the scenario's initial one
+// InitialDeployment is the deployment the policies start from: the scenario's initial one
 // when it gives one, else the smallest static one that serves the requests of the first
 // StartWindowSeconds at the goodput target (a planner takes over a deployment sized for the
 // load of the moment, not one engine per pool).
-func (p Plan) initialDeployment() (prefill, decode int, err error) {
+func (p Plan) InitialDeployment() (prefill, decode int, err error) {
 	sc := p.Scenario
 	if len(sc.Initial) > 0 {
 		prefill, decode = sc.Deployment(sc.Initial)

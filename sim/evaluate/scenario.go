@@ -459,6 +459,20 @@ func (sc *Scenario) Deployment(d []int) (prefill, decode int) {
 	return d[0], d[1]
 }
 
+// StartAt sets the deployment the policies start from (Initial) to prefill and decode
+// engines (agg: decode aggregated engines, prefill 0), checked against the mode and budget.
+func (sc *Scenario) StartAt(prefill, decode int) error {
+	d := []int{prefill, decode}
+	if sc.Mode == config.ModeAgg {
+		d = []int{decode}
+	}
+	if err := sc.checkDeployment(d); err != nil {
+		return fmt.Errorf("%w: initial: %w", ErrInvalidScenario, err)
+	}
+	sc.Initial = d
+	return nil
+}
+
 // DeploymentName names a deployment of the scenario's mode ("2P 2D", "4 agg").
 func (sc *Scenario) DeploymentName(prefill, decode int) string {
 	if sc.Mode == config.ModeAgg {
