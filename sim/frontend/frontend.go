@@ -373,9 +373,8 @@ func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("bad request: isl (%d) and osl (%d) must be > 0", cr.ISL, cr.OSL), http.StatusBadRequest)
 		return
 	}
-	if n := min(cr.ISL/predict.HashBlockTokens+1, predict.MaxHashIDs); len(cr.HashIDs) > n {
-		http.Error(w, fmt.Sprintf("bad request: %d hash ids for isl %d: at most %d (one per %d-token block)",
-			len(cr.HashIDs), cr.ISL, n, predict.HashBlockTokens), http.StatusBadRequest)
+	if err := f.checkHashIDs(cr); err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	f.metrics.RequestStarted()
@@ -393,6 +392,26 @@ func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL,
 		TTFT: time.Duration(out.TTFTMs * float64(time.Millisecond)), Duration: time.Duration(out.DurationMs * float64(time.Millisecond))})
 	writeJSON(w, out)
+}
+
+// checkHashIDs bounds a request's prefix hash ids: never more than predict.MaxHashIDs, and,
+// when the KV router reads them, at most one per 512-token block of the prompt (the
+// engines' block size). Routed by load, ids hashed in other block sizes pass through: an
+// engine without a prefix cache ignores them, one with a cache refuses the request (which
+// the client then sees as the engine's error).
+func (f *Frontend) checkHashIDs(cr loadgen.CompletionRequest) error {
+	n := predict.MaxHashIDs
+	if f.o.Router == router.KV {
+		n = predict.MaxHashIDsFor(cr.ISL)
+	}
+	if len(cr.HashIDs) > n {
+		if f.o.Router != router.KV {
+			return fmt.Errorf("%d hash ids: at most %d", len(cr.HashIDs), n)
+		}
+		return fmt.Errorf("%d hash ids for isl %d: at most %d (one per %d-token block, read by the KV router)",
+			len(cr.HashIDs), cr.ISL, n, predict.HashBlockTokens)
+	}
+	return nil
 }
 
 func (f *Frontend) complete(ctx context.Context, cr loadgen.CompletionRequest, start time.Time) (loadgen.CompletionResponse, error) {

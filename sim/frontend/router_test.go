@@ -119,6 +119,10 @@ func TestFrontendRejectsTooManyHashes(t *testing.T) {
 	require.Contains(t, rec.Body.String(), "3 hash ids for isl 600: at most 2")
 	_, count := kvHitRate(t, f)
 	require.Zero(t, count)
+	// Routed by load, ids hashed in smaller blocks pass to engines without a prefix cache,
+	// which ignore them.
+	byLoad := aggFrontend(t, router.LeastLoaded, false)
+	require.NotEmpty(t, worker(t, byLoad, loadgen.CompletionRequest{ISL: 600, OSL: 1, HashIDs: []uint64{1, 2, 3}}))
 	_, err := New(Options{Model: "M", Namespace: "demo", Mode: Aggregated, Router: "random"})
 	require.ErrorContains(t, err, `router mode "random"`)
 }
