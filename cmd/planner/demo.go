@@ -29,6 +29,7 @@ import (
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/evaluate"
 	"github.com/llmplanner/planner/sim/loadgen"
+	"github.com/llmplanner/planner/sim/router"
 	"github.com/llmplanner/planner/worker"
 	"github.com/llmplanner/planner/workflows"
 )
@@ -97,6 +98,8 @@ type demoOptions struct {
 	metricsAddr  string
 	mode         string
 	start        string
+	router       string
+	prefixCache  bool
 }
 
 // The demo's starting deployments (--start).
@@ -123,6 +126,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.IntVar(&o.gpus, "gpus", 12, "simulated GPUs the local connector hands out")
 	fset.StringVar(&o.mode, "mode", "", "deployment shape: disagg (prefill and decode engines) or agg (aggregated engines); default: --config's mode, else disagg")
 	fset.StringVar(&o.start, "start", demoStartSized, "starting deployment: sized (the smallest static deployment serving the replay's first minute in the simulator) or minimum (the config's minimum endpoints); the simulated comparison starts there too")
+	fset.StringVar(&o.router, "router", string(router.LeastLoaded), "how the frontend routes requests: least_loaded, round_robin or kv (Dynamo's KV router); the simulated comparison routes the same way")
+	fset.BoolVar(&o.prefixCache, "prefix-caching", false, "engines keep a prefix cache of the trace's 512-token hash blocks (Mooncake traces carry them; the Azure trace has none); the simulated comparison caches the same way")
 	fset.StringVar(&o.configFile, "config", "", "planner config (YAML/JSON) instead of the built-in one; environment must be local")
 	fset.StringVar(&o.metricsAddr, "metrics-address", "127.0.0.1:9464", `serve the worker's /metrics here, for Prometheus and the Grafana dashboard (docs/observability.md; "" to disable)`)
 	fset.Usage = func() {
@@ -142,6 +147,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "", config.ModeDisagg, config.ModeAgg:
 	default:
 		return fmt.Errorf("--mode %q: want disagg or agg", o.mode)
+	}
+	if _, err := router.ParseMode(o.router); err != nil {
+		return fmt.Errorf("--router: %w", err)
 	}
 	if o.start != demoStartSized && o.start != demoStartMinimum {
 		return fmt.Errorf("--start %q: want %s or %s", o.start, demoStartSized, demoStartMinimum)
@@ -295,7 +303,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("starting at %s (%s); the simulated comparison starts there too", sim.Scenario.DeploymentName(startP, startD), why)
 	depFile, err := writeDemoDeployments(demoDeploymentsOptions{out: out, self: d.self, frontendURL: frontendURL, profileDir: profileDir,
 		plannerConfig: "planner.json", gpus: o.gpus, startupDelay: o.startupDelay, agg: cfg.Mode == config.ModeAgg,
-		initialPrefill: startP, initialDecode: startD})
+		initialPrefill: startP, initialDecode: startD, prefixCaching: o.prefixCache})
 	if err != nil {
 		return err
 	}
@@ -507,9 +515,11 @@ func (d *demo) simulationPlan(reqs []predict.Request, speedup float64, cfg confi
 	}
 	if cfg.Mode == config.ModeAgg { // the same policies, simulated on aggregated engines
 		sc.Mode = config.ModeAgg
-		if err := sc.Validate(); err != nil {
-			return evaluate.Plan{}, err
-		}
+	}
+	// The same routing and prefix cache as the live frontend and engines.
+	sc.Router, sc.PrefixCache = router.Mode(d.o.router), d.o.prefixCache
+	if err := sc.Validate(); err != nil {
+		return evaluate.Plan{}, err
 	}
 	prof, err := perf.LoadProfile(cfg.ProfileResultsDir)
 	if err != nil {
@@ -673,7 +683,7 @@ func (d *demo) startFrontend(ctx context.Context, model string, mode config.Mode
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", string(mode), "--model", model)
+	cmd := exec.Command(d.self, "frontend", "--listen", addr, "--namespace", "demo", "--mode", string(mode), "--model", model, "--router", d.o.router)
 	exited, err := d.startChild("the frontend", cmd, filepath.Join(logDir, "frontend.log"), 12*time.Second)
 	if err != nil {
 		return "", err

@@ -29,6 +29,8 @@ type demoDeploymentsOptions struct {
 	initialPrefill, initialDecode                     int
 	// agg runs one pool of aggregated engines as the decode component (no prefill pool).
 	agg bool
+	// prefixCaching runs the prefill (or aggregated) engines with --prefix-caching.
+	prefixCaching bool
 }
 
 // localStateFile is the local connector's state file in the demo's output folder.
@@ -53,7 +55,11 @@ func writeDemoDeployments(o demoDeploymentsOptions) (string, error) {
 	eng := worker.EngineSpec{MaxNumBatchedTokens: engine.DefaultMaxNumBatchedTokens, MaxNumSeqs: engine.DefaultMaxNumSeqs,
 		MaxKVTokens: 945029 / engine.DefaultBlockSize * engine.DefaultBlockSize, ContextLength: 16384}
 	pool := func(role string) *worker.LocalComponentSpec {
-		return &worker.LocalComponentSpec{Command: engineCmd(role), GPUsPerWorker: 1, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Engine: eng}
+		cmd := engineCmd(role)
+		if o.prefixCaching && role != "decode" {
+			cmd = append(cmd, "--prefix-caching")
+		}
+		return &worker.LocalComponentSpec{Command: cmd, GPUsPerWorker: 1, ReadyURL: "http://127.0.0.1:{http_port}/healthz", Engine: eng}
 	}
 	p, d := o.initialPrefill, o.initialDecode
 	spec := &worker.LocalSpec{StateFile: localStateFile, GPUs: gpus, LogDir: "logs", DrainTimeout: 60 * time.Second, StartTimeout: o.startupDelay + time.Minute,

@@ -103,9 +103,14 @@ func runDemoForTest(t *testing.T, mode, plannerYAML string, phases [][2]float64)
 	out := filepath.Join(dir, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--mode", mode, "--out", out, "--trace", trace, "--trace-length", "0",
+	args := []string{"demo", "--mode", mode}
+	if mode == "agg" {
+		// The aggregated run also goes through the KV router and the engines' prefix cache.
+		args = append(args, "--router", "kv", "--prefix-caching")
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, "--out", out, "--trace", trace, "--trace-length", "0",
 		"--duration", fmt.Sprintf("%.0fs", span), "--startup-delay", "3s", "--tail", "20s", "--config", cfg, "--gpus", "8", "--start", "minimum",
-		"--metrics-address", freeAddr(t))
+		"--metrics-address", freeAddr(t))...)
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.HostPort)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
