@@ -105,7 +105,8 @@ var (
 
 // Open starts supervising the deployment. When the state file exists, it adopts the recorded
 // workers that still run (same pid and same process start time), marks those that died
-// meanwhile as exited (replaced on the next Apply) and ignores initial; a state file that
+// meanwhile as exited (replaced on the next Apply), keeps the pending workers (the reconcile
+// loop starts them when GPUs are free) and ignores initial; a state file that
 // cannot be read is an error naming it, never replaced. Otherwise it starts the initial
 // targets as decision 0 (a nil target is 0 workers). Open does not wait for readiness.
 func Open(cfg Config, initial connectors.Targets) (*Local, error) {
