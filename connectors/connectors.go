@@ -120,6 +120,14 @@ func (i Inventory) Counts() *scaling.WorkerCounts {
 // with a decision id (increasing): applying the newest id again changes nothing, and an id
 // older than the newest applied is refused with ErrStaleDecision, so a late retry can never
 // undo a newer decision.
+//
+// Apply applies targets the deployment can hold even when it cannot start every new replica
+// now: a decision that shrinks one pool and grows the other on full capacity applies the
+// shrink at once, and the new replicas wait for the capacity the shrink frees (a Kubernetes
+// pod Pending until a GPU frees; a local worker pending until a draining one exits). A
+// replica waiting so counts toward its pool's target (the expected count) and is not ready,
+// and the pool's scaling is in progress, as for a replica starting. Apply refuses, with
+// ErrInvalidTargets and nothing changed, only targets the deployment could never hold.
 type Connector interface {
 	Inventory(ctx context.Context) (Inventory, error)
 	Apply(ctx context.Context, decisionID int64, targets Targets) error
@@ -128,7 +136,9 @@ type Connector interface {
 // ErrStaleDecision is returned by Apply for a decision older than the newest applied.
 var ErrStaleDecision = errors.New("stale decision: a newer decision was already applied")
 
-// ErrInvalidTargets is returned by Apply for targets no deployment can take.
+// ErrInvalidTargets is returned by Apply for targets the deployment could never hold
+// (negative, a pool it does not have, more GPUs than it has), never for targets that only
+// wait for capacity being freed; the decision changed nothing.
 var ErrInvalidTargets = errors.New("invalid targets")
 
 // ErrNotReady is returned by Apply when the deployment cannot take a change now (a rollout,

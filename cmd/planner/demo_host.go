@@ -110,17 +110,21 @@ func stopPreviousDemo(ctx context.Context, out string) error {
 	return os.Remove(stateFile)
 }
 
-// poolCounts are one pool's processes by state.
-type poolCounts struct{ Ready, Starting, Draining int }
+// poolCounts are one pool's processes by state, and its pending engines (waiting for the
+// GPUs of draining ones: no process yet).
+type poolCounts struct{ Ready, Starting, Draining, Pending int }
 
-// Total is every provisioned replica (they all hold GPUs).
+// Total is every provisioned replica (they all hold GPUs; pending ones hold none yet).
 func (p poolCounts) Total() int { return p.Ready + p.Starting + p.Draining }
 
-// String renders "3 +1 -1": ready, starting, draining.
+// String renders "3 +1 +1p -1": ready, starting, pending, draining.
 func (p poolCounts) String() string {
 	s := strconv.Itoa(p.Ready)
 	if p.Starting > 0 {
 		s += " +" + strconv.Itoa(p.Starting)
+	}
+	if p.Pending > 0 {
+		s += " +" + strconv.Itoa(p.Pending) + "p"
 	}
 	if p.Draining > 0 {
 		s += " -" + strconv.Itoa(p.Draining)

@@ -194,6 +194,24 @@ func TestStopPreviousDemo(t *testing.T) {
 	}
 }
 
+// TestPoolCountsString: the tick lines' pool column, pending engines included.
+func TestPoolCountsString(t *testing.T) {
+	for _, tc := range []struct {
+		c     poolCounts
+		want  string
+		total int
+	}{
+		{poolCounts{Ready: 3}, "3", 3},
+		{poolCounts{Ready: 3, Starting: 1}, "3 +1", 4},
+		{poolCounts{Ready: 2, Draining: 2}, "2 -2", 4},
+		{poolCounts{Ready: 4, Pending: 2}, "4 +2p", 4},
+		{poolCounts{Ready: 2, Starting: 1, Pending: 1, Draining: 1}, "2 +1 +1p -1", 4},
+	} {
+		require.Equal(t, tc.want, tc.c.String())
+		require.Equal(t, tc.total, tc.c.Total(), "pending engines hold no GPU")
+	}
+}
+
 func TestRetirePreviousReport(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

@@ -14,6 +14,14 @@
 // silently restarted), enforces drain and start deadlines, and frees the GPUs and ports of
 // drained workers.
 //
+// A decision is applied at once when its targets fit the pool of GPUs, even when the GPUs the
+// new workers need are still held by draining workers (a decision shrinking one pool and
+// growing the other on a full pool): the extra workers drain now, and the new ones are
+// pending (PendingWorker) until the drains free their GPUs, when the reconcile loop starts
+// them, oldest first. A pending worker counts toward its pool's target and is not ready, as a
+// Kubernetes cluster shows a Pending pod; a later lower target cancels pending workers first.
+// Only targets the pool could never hold are refused (connectors.ErrInvalidTargets).
+//
 // The loop runs in the background rather than on each Inventory call because its work is
 // time-driven (SIGKILL at the drain deadline, reaping exited children, start timeouts) and
 // must happen even when nobody asks for the inventory; Inventory is then a cheap read that
@@ -97,7 +105,8 @@ var (
 
 // Open starts supervising the deployment. When the state file exists, it adopts the recorded
 // workers that still run (same pid and same process start time), marks those that died
-// meanwhile as exited (replaced on the next Apply) and ignores initial; a state file that
+// meanwhile as exited (replaced on the next Apply), keeps the pending workers (the reconcile
+// loop starts them when GPUs are free) and ignores initial; a state file that
 // cannot be read is an error naming it, never replaced. Otherwise it starts the initial
 // targets as decision 0 (a nil target is 0 workers). Open does not wait for readiness.
 func Open(cfg Config, initial connectors.Targets) (*Local, error) {
@@ -248,12 +257,14 @@ func (l *Local) adopt() error {
 	return nil
 }
 
-// Apply brings the deployment to the targets (a nil target leaves the pool alone): it starts
-// the missing workers (dead ones are replaced) and drains the extra ones, highest suffix
-// first, then records the decision in the state file. It returns once the new processes are
-// started and the state written, without waiting for readiness or drains. The newest decision
-// again is a no-op, an older one fails with ErrStaleDecision; targets the pool of GPUs cannot
-// take fail with ErrInvalidTargets and change nothing.
+// Apply brings the deployment to the targets (a nil target leaves the pool alone): it cancels
+// pending workers a pool no longer needs, starts the missing workers the free GPUs can take
+// (dead ones are replaced), leaves the others pending until draining workers free their GPUs,
+// and drains the extra ones, highest suffix first, then records the decision in the state
+// file. It returns once the new processes are started and the state written, without waiting
+// for readiness, drains or pending workers. The newest decision again is a no-op, an older
+// one fails with ErrStaleDecision; targets the pool of GPUs could never hold (more GPUs than
+// it has, a pool without a command) fail with ErrInvalidTargets and change nothing.
 func (l *Local) Apply(ctx context.Context, decisionID int64, targets connectors.Targets) error {
 	if err := targets.Validate(); err != nil {
 		return fmt.Errorf("local connector: decision %d: %w: %w", decisionID, connectors.ErrInvalidTargets, err)
@@ -290,38 +301,27 @@ func (l *Local) Apply(ctx context.Context, decisionID int64, targets connectors.
 		return fmt.Errorf("local connector: decision %d: %w", decisionID, err)
 	}
 	l.log.Info("applied decision", "decision_id", decisionID, "targets", targets.String(),
-		"prefill", l.st.Targets.Prefill, "decode", l.st.Targets.Decode)
+		"prefill", l.st.Targets.Prefill, "decode", l.st.Targets.Decode,
+		"pending_prefill", l.pendingOf(scaling.Prefill), "pending_decode", l.pendingOf(scaling.Decode))
 	return nil
 }
 
-// reconcile makes the workers match targets: it drops dead workers, starts the missing ones
-// and drains the extra ones. It checks everything it can before changing anything: an error
-// wrapping ErrInvalidTargets leaves the deployment as it was. Called with the lock held.
+// reconcile makes the workers match targets: it drops dead workers, cancels the pending
+// workers a pool no longer needs (newest first), queues the missing ones, starts those the
+// free GPUs can take now and drains the extra running ones, highest suffix first. A worker
+// whose GPUs are still held by a draining (or failed, stopping) worker stays pending and is
+// started by the reconcile loop when they free (startPending). It checks the targets before
+// changing anything: an error wrapping ErrInvalidTargets (targets the pool of GPUs could
+// never hold) leaves the deployment as it was, and so does a failed start. Called with the
+// lock held.
 func (l *Local) reconcile(targets poolCounts) error {
 	live := map[scaling.Component][]Worker{} // copies: the slice is compacted below
-	usedGPU := map[int]bool{}
-	draining := 0
 	for i := range l.st.Workers {
-		w := &l.st.Workers[i]
-		if w.live() {
+		if w := &l.st.Workers[i]; w.live() {
 			live[w.Component] = append(live[w.Component], *w)
 		}
-		if w.mayBeAlive() {
-			for _, g := range w.GPUs {
-				usedGPU[g] = true
-				if !w.live() {
-					draining++
-				}
-			}
-		}
 	}
-	var free []int
-	for _, g := range l.cfg.GPUs {
-		if !usedGPU[g] {
-			free = append(free, g)
-		}
-	}
-	need := 0
+	total := 0
 	for _, c := range components {
 		n := *targets.get(c)
 		cc := l.cfg.component(c)
@@ -334,19 +334,20 @@ func (l *Local) reconcile(targets poolCounts) error {
 			return fmt.Errorf("%w: the %s target %d exceeds the %d workers the pool of %d GPUs holds at %d GPUs per worker",
 				connectors.ErrInvalidTargets, c, n, limit, len(l.cfg.GPUs), cc.GPUsPerWorker)
 		}
-		if add := n - len(live[c]); add > 0 {
-			gpus, ok := mulNonNeg(add, cc.GPUsPerWorker)
-			if ok {
-				need, ok = addNonNeg(need, gpus)
-			}
-			if !ok {
-				return fmt.Errorf("%w: the %s scale-up's GPU count overflows", connectors.ErrInvalidTargets, c)
-			}
+		gpus, ok := mulNonNeg(n, cc.GPUsPerWorker)
+		if ok {
+			total, ok = addNonNeg(total, gpus)
+		}
+		if !ok {
+			return fmt.Errorf("%w: the %s target's GPU count overflows", connectors.ErrInvalidTargets, c)
 		}
 	}
-	if need > len(free) {
-		return fmt.Errorf("%w: the scale-up needs %d GPUs but %d of the pool's %d are free (%d held by draining or failed workers until they exit)",
-			connectors.ErrInvalidTargets, need, len(free), len(l.cfg.GPUs), draining)
+	// Once the draining workers have exited, the running workers are those the targets ask
+	// for: the targets fit when their GPUs do. Whether they fit now only decides which new
+	// workers start at once and which wait.
+	if total > len(l.cfg.GPUs) {
+		return fmt.Errorf("%w: the targets (prefill %d × %d GPUs, decode %d × %d GPUs) need %d GPUs but the pool has %d",
+			connectors.ErrInvalidTargets, targets.Prefill, l.cfg.Prefill.GPUsPerWorker, targets.Decode, l.cfg.Decode.GPUsPerWorker, total, len(l.cfg.GPUs))
 	}
 
 	// Commit: drop dead workers, turn failed ones still stopping into draining ones.
@@ -362,29 +363,31 @@ func (l *Local) reconcile(targets poolCounts) error {
 		kept = append(kept, w)
 	}
 	l.st.Workers = kept
-	prevTargets := l.st.Targets
+	prevTargets, prevPending := l.st.Targets, slices.Clone(l.st.Pending)
 	l.st.Targets = targets // recorded with the intents
 
-	var started []string // markers of the workers recorded below
+	now := l.cfg.now()
 	for _, c := range components {
-		per := l.cfg.component(c).GPUsPerWorker
-		for add := *targets.get(c) - len(live[c]); add > 0; add-- {
-			if len(free) < per { // ruled out by the count above; never slice past the pool
-				return l.unstart(started, prevTargets, fmt.Errorf("start a %s worker: %d free GPUs, want %d", c, len(free), per))
+		n, pending := *targets.get(c), l.pendingOf(c)
+		// A lower target cancels pending workers first, newest first.
+		for extra := len(live[c]) + pending - n; extra > 0 && pending > 0; extra-- {
+			for i := len(l.st.Pending) - 1; i >= 0; i-- {
+				if l.st.Pending[i].Component == c {
+					l.st.Pending = slices.Delete(l.st.Pending, i, i+1)
+					break
+				}
 			}
-			gpus := free[:per:per]
-			free = free[per:]
-			marker, err := l.startWorker(c, gpus)
-			if marker != "" {
-				started = append(started, marker)
-			}
-			if err != nil {
-				return l.unstart(started, prevTargets, fmt.Errorf("start a %s worker: %w", c, err))
-			}
+			pending--
+			l.log.Info("cancelled pending worker", "component", c)
+		}
+		for add := n - len(live[c]) - pending; add > 0; add-- {
+			l.st.Pending = append(l.st.Pending, PendingWorker{Component: c, Since: now})
 		}
 	}
+	if started, err := l.startPending(false); err != nil {
+		return l.unstart(started, prevTargets, prevPending, err)
+	}
 
-	now := l.cfg.now()
 	for _, c := range components {
 		ws := live[c]
 		slices.SortFunc(ws, func(a, b Worker) int { return b.Index - a.Index })
@@ -393,16 +396,122 @@ func (l *Local) reconcile(targets poolCounts) error {
 			l.log.Info("draining worker", "worker", w.Name, "pid", w.PID)
 		}
 	}
+	for _, c := range components {
+		if p := l.pendingOf(c); p > 0 {
+			l.log.Info("workers pending: waiting for GPUs held by draining workers", "component", c, "pending", p)
+		}
+	}
 	return nil
 }
 
+// pendingOf counts pool c's pending workers. Called with the lock held.
+func (l *Local) pendingOf(c scaling.Component) int {
+	n := 0
+	for _, p := range l.st.Pending {
+		if p.Component == c {
+			n++
+		}
+	}
+	return n
+}
+
+// freeGPUs returns the pool's GPUs no worker that may be alive holds, in the pool's order.
+// Called with the lock held.
+func (l *Local) freeGPUs() []int {
+	used := map[int]bool{}
+	for i := range l.st.Workers {
+		if w := &l.st.Workers[i]; w.mayBeAlive() {
+			for _, g := range w.GPUs {
+				used[g] = true
+			}
+		}
+	}
+	var free []int
+	for _, g := range l.cfg.GPUs {
+		if !used[g] {
+			free = append(free, g)
+		}
+	}
+	return free
+}
+
+// startPending starts the pending workers the free GPUs can take, oldest first; one needing
+// more GPUs than are free does not hold back a later one that fits. A worker leaves the queue
+// when its start is tried. On a failed start, an apply (inLoop false) stops and returns the
+// error with the markers of the workers it recorded, the failed one's too when its intent was
+// recorded, for the caller to undo them (unstart). The reconcile loop (inLoop true, after GPUs
+// freed) forgets the failed worker, counts it as a failure of its pool and goes on: like a
+// worker that exited, it is replaced on the next apply, never silently retried. Called with
+// the lock held.
+func (l *Local) startPending(inLoop bool) ([]string, error) {
+	var started []string
+	free := l.freeGPUs()
+	for i := 0; i < len(l.st.Pending); {
+		p := l.st.Pending[i]
+		cc := l.cfg.component(p.Component)
+		if len(free) < cc.GPUsPerWorker {
+			i++
+			continue
+		}
+		gpus := free[:cc.GPUsPerWorker:cc.GPUsPerWorker]
+		l.st.Pending = slices.Delete(l.st.Pending, i, i+1)
+		var marker string
+		var err error
+		if len(cc.Command) == 0 {
+			// Queued under a configuration that deployed the pool.
+			err = fmt.Errorf("start a pending %s worker: the pool is not deployed (no command configured)", p.Component)
+		} else {
+			marker, err = l.startWorker(p.Component, gpus)
+			if err != nil {
+				err = fmt.Errorf("start a %s worker: %w", p.Component, err)
+			}
+		}
+		if err == nil {
+			free = free[cc.GPUsPerWorker:]
+			started = append(started, marker)
+			if inLoop {
+				l.log.Info("pending worker started", "component", p.Component, "waited", l.cfg.now().Sub(p.Since).Round(time.Millisecond))
+			}
+			continue
+		}
+		if !inLoop {
+			if marker != "" {
+				started = append(started, marker)
+			}
+			return started, err
+		}
+		if marker != "" {
+			l.forget([]string{marker})
+		}
+		*l.st.Failures.get(p.Component)++
+		l.log.Error("pending worker failed to start; its slot stays not ready until the next apply", "component", p.Component, "err", err)
+	}
+	return started, nil
+}
+
 // unstart undoes the starts of a reconcile that failed: it kills the workers recorded with
-// the given markers and forgets them, restores the targets, records that in the state file
-// (best effort: the file already holds the intents) and returns cause. Called with the lock
-// held.
-func (l *Local) unstart(markers []string, targets poolCounts, cause error) error {
+// the given markers and forgets them, restores the targets and the pending workers, records
+// that in the state file (best effort: the file already holds the intents) and returns
+// cause. Called with the lock held.
+func (l *Local) unstart(markers []string, targets poolCounts, pending []PendingWorker, cause error) error {
+	l.forget(markers)
+	l.st.Targets, l.st.Pending = targets, pending
+	if len(markers) > 0 {
+		if err := l.persist(); err != nil {
+			l.log.Error("cannot record the workers' state", "err", err)
+		}
+	}
+	return cause
+}
+
+// forget kills the workers recorded with the given markers and removes them from the
+// recorded workers. Called with the lock held.
+func (l *Local) forget(markers []string) {
 	for _, w := range l.st.Workers {
-		if w.intent() || !slices.Contains(markers, w.Marker) {
+		if w.Marker == "" || !slices.Contains(markers, w.Marker) {
+			continue
+		}
+		if w.intent() {
 			continue
 		}
 		_ = signalGroup(w.PID, syscall.SIGKILL)
@@ -412,13 +521,6 @@ func (l *Local) unstart(markers []string, targets poolCounts, cause error) error
 		}
 	}
 	l.st.Workers = slices.DeleteFunc(l.st.Workers, func(w Worker) bool { return w.Marker != "" && slices.Contains(markers, w.Marker) })
-	l.st.Targets = targets
-	if len(markers) > 0 {
-		if err := l.persist(); err != nil {
-			l.log.Error("cannot record the workers' state", "err", err)
-		}
-	}
-	return cause
 }
 
 // find returns the recorded worker with pid among those that may be alive.
@@ -605,8 +707,8 @@ func (l *Local) loop() {
 }
 
 // check probes the starting workers' readiness (without the lock), then records exits,
-// readiness, start failures and drain deadlines, and writes the state file if anything
-// changed.
+// readiness, start failures and drain deadlines, starts the pending workers the GPUs freed by
+// exits can take, and writes the state file if anything changed.
 func (l *Local) check() {
 	type probe struct {
 		pid int
@@ -634,7 +736,14 @@ func (l *Local) check() {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.update(readyPID, l.cfg.now()) {
+	changed := l.update(readyPID, l.cfg.now())
+	if len(l.st.Pending) > 0 && !l.closed {
+		// Workers that exited may have freed the GPUs pending workers wait for.
+		before := len(l.st.Pending)
+		_, _ = l.startPending(true) // failures are handled and reported inside
+		changed = changed || len(l.st.Pending) != before
+	}
+	if changed {
 		if err := l.persist(); err != nil {
 			l.log.Error("cannot record the workers' state", "err", err)
 		}
@@ -716,9 +825,11 @@ func (l *Local) persist() error {
 }
 
 // Inventory reports the ready workers and targets of each deployed pool (an undeployed
-// pool's counts are nil), whether a pool has a worker starting or draining, the GPUs per
-// worker and the newest applied decision. It reads the supervisor's state, kept current by
-// the reconcile loop, and never blocks on a probe.
+// pool's counts are nil), whether a pool has a worker starting, pending or draining, the GPUs
+// per worker and the newest applied decision. A pending worker is in the target (expected)
+// and not ready, with the pool's scaling in progress, as a Kubernetes connector reports a
+// Pending pod. It reads the supervisor's state, kept current by the reconcile loop, and never
+// blocks on a probe.
 func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -728,7 +839,7 @@ func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 		if len(cc.Command) == 0 {
 			continue
 		}
-		ready, expected, busy := 0, *l.st.Targets.get(c), false
+		ready, expected, busy := 0, *l.st.Targets.get(c), l.pendingOf(c) > 0
 		for _, w := range l.st.Workers {
 			if w.Component != c {
 				continue
@@ -803,14 +914,15 @@ func (l *Local) Workers() []Worker {
 	return out
 }
 
-// Counts are one pool's live workers by state.
-type Counts struct{ Ready, Starting, Draining int }
+// Counts are one pool's live workers by state, and its pending workers (waiting for GPUs:
+// no process yet).
+type Counts struct{ Ready, Starting, Draining, Pending int }
 
-// Counts returns pool c's workers that are ready, starting and draining.
+// Counts returns pool c's workers that are ready, starting, draining and pending.
 func (l *Local) Counts(c scaling.Component) Counts {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var n Counts
+	n := Counts{Pending: l.pendingOf(c)}
 	for _, w := range l.st.Workers {
 		if w.Component != c {
 			continue
@@ -827,6 +939,13 @@ func (l *Local) Counts(c scaling.Component) Counts {
 	return n
 }
 
+// Pending returns a copy of the pending workers, oldest first.
+func (l *Local) Pending() []PendingWorker {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.st.Pending)
+}
+
 // Failures returns how many workers of pool c exited on their own or failed to start since
 // the state file was created.
 func (l *Local) Failures(c scaling.Component) int {
@@ -835,12 +954,12 @@ func (l *Local) Failures(c scaling.Component) int {
 	return *l.st.Failures.get(c)
 }
 
-// WaitSettled waits until no worker is starting or draining (failed and exited workers do
-// not count: nothing is in progress for them), or ctx is done.
+// WaitSettled waits until no worker is starting, draining or pending (failed and exited
+// workers do not count: nothing is in progress for them), or ctx is done.
 func (l *Local) WaitSettled(ctx context.Context) error {
 	for {
 		l.mu.Lock()
-		busy := slices.ContainsFunc(l.st.Workers, func(w Worker) bool { return w.State == Starting || w.State == Draining })
+		busy := len(l.st.Pending) > 0 || slices.ContainsFunc(l.st.Workers, func(w Worker) bool { return w.State == Starting || w.State == Draining })
 		l.mu.Unlock()
 		if !busy {
 			return nil
@@ -855,7 +974,8 @@ func (l *Local) WaitSettled(ctx context.Context) error {
 
 // StopAll stops the whole deployment: SIGTERM to every worker's group, SIGKILL to those still
 // running after the drain timeout (or at once when ctx is done), and waits until every
-// process is gone. The targets become 0 in the state file and Apply is refused afterwards.
+// process is gone. Pending workers are cancelled. The targets become 0 in the state file and
+// Apply is refused afterwards.
 // It works after Close too.
 func (l *Local) StopAll(ctx context.Context) error {
 	l.mu.Lock()
@@ -866,7 +986,7 @@ func (l *Local) StopAll(ctx context.Context) error {
 			l.stopWorker(w, Draining, now)
 		}
 	}
-	l.st.Targets = poolCounts{}
+	l.st.Targets, l.st.Pending = poolCounts{}, nil
 	if err := l.persist(); err != nil {
 		l.log.Error("cannot record the workers' state", "err", err)
 	}

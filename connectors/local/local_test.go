@@ -137,6 +137,43 @@ func logHas(t *testing.T, w Worker, s string) {
 		"%s never logged %q", w.Name, s)
 }
 
+// until waits, pass after pass of the reconcile loop, until cond holds: the passes run when
+// a worker exits, so a test waiting for a drain to end waits for that event.
+func (c *checkPasses) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !cond() {
+		c.mu.Lock()
+		next := c.next
+		c.mu.Unlock()
+		select {
+		case <-next:
+		case <-timeout:
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+}
+
+// drainUntilReleased makes cfg's workers drain until the test releases them one by one
+// (release), and releases every worker when the test ends, before open's cleanup stops them.
+// Call it before open; call the returned cleanup right after open.
+func drainUntilReleased(t *testing.T, dir string) (args []string, release func(name string)) {
+	release = func(name string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "release-"+name), nil, 0o644))
+	}
+	return []string{"--drain-until", filepath.Join(dir, "release-{name}")}, release
+}
+
+// releaseAtEnd releases every worker of l when the test ends (registered after open, it runs
+// before open's cleanup).
+func releaseAtEnd(t *testing.T, l *Local, release func(string)) {
+	t.Cleanup(func() {
+		for _, w := range l.Workers() {
+			release(w.Name)
+		}
+	})
+}
+
 // baseConfig is config with its logger given (the crash helper has no testing.T).
 func baseConfig(dir string, logger *slog.Logger, args ...string) Config {
 	cmd := append([]string{fakeworker, "--name", "{name}", "--http-port", "{http_port}", "--fpm-port", "{fpm_port}"}, args...)
@@ -391,19 +428,27 @@ func TestDrainTimeoutKills(t *testing.T) {
 	require.NotContains(t, logOf(t, victim), "exit\n", "it was killed, it did not exit")
 }
 
-func TestPoolExhaustionStartsNothing(t *testing.T) {
+func TestTargetsOverThePoolAreRefused(t *testing.T) {
 	dir := t.TempDir()
-	cfg := config(t, dir)
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
 	cfg.GPUs = []int{10, 11, 12}
 	l := open(t, cfg, connectors.Targets{Prefill: n(1), Decode: n(1)})
+	releaseAtEnd(t, l, release)
 	settle(t, l)
 	before := l.Workers()
+	file, err := os.ReadFile(cfg.StateFile)
+	require.NoError(t, err)
 	ctx := context.Background()
 
-	err := l.Apply(ctx, 1, connectors.Targets{Decode: n(3)})
+	err = l.Apply(ctx, 1, connectors.Targets{Decode: n(3)})
 	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
-	require.ErrorContains(t, err, "needs 2 GPUs but 1 of the pool's 3 are free")
+	require.ErrorContains(t, err, "the targets (prefill 1 × 1 GPUs, decode 3 × 1 GPUs) need 4 GPUs but the pool has 3")
 	require.Equal(t, before, l.Workers(), "nothing started or stopped")
+	require.Empty(t, l.Pending(), "nothing pending")
+	after, err := os.ReadFile(cfg.StateFile)
+	require.NoError(t, err)
+	require.Equal(t, string(file), string(after), "the state file is unchanged")
 	logs, err := os.ReadDir(filepath.Join(dir, "logs"))
 	require.NoError(t, err)
 	require.Len(t, logs, 2, "no process was started")
@@ -412,12 +457,22 @@ func TestPoolExhaustionStartsNothing(t *testing.T) {
 	require.Zero(t, inv.AppliedDecisionID)
 	require.Equal(t, n(1), inv.ExpectedDecode)
 
-	// A rebalance on a full pool needs the drain first: GPUs held by draining workers are
-	// not free.
+	// On a full pool with a worker draining, targets over the pool are still refused, and
+	// change neither the drain nor the pending worker.
 	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Decode: n(2)}), "the decision id was not used")
-	err = l.Apply(ctx, 2, connectors.Targets{Prefill: n(0), Decode: n(3)})
+	settle(t, l)
+	require.NoError(t, l.Apply(ctx, 2, connectors.Targets{Prefill: n(0), Decode: n(3)}))
+	require.Equal(t, Counts{Ready: 2, Pending: 1}, l.Counts(scaling.Decode))
+	before = l.Workers()
+	err = l.Apply(ctx, 3, connectors.Targets{Prefill: n(1), Decode: n(3)})
 	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
-	require.Len(t, l.Workers(), 3)
+	require.ErrorContains(t, err, "need 4 GPUs but the pool has 3")
+	require.Equal(t, before, l.Workers())
+	require.Equal(t, Counts{Ready: 2, Pending: 1}, l.Counts(scaling.Decode))
+	require.Equal(t, Counts{Draining: 1}, l.Counts(scaling.Prefill))
+	inv, err = l.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), inv.AppliedDecisionID)
 
 	// A pool without a command is not deployed.
 	cfg = config(t, t.TempDir())
@@ -434,6 +489,165 @@ func TestPoolExhaustionStartsNothing(t *testing.T) {
 	require.ErrorIs(t, err, connectors.ErrInvalidTargets)
 	_, err = os.Stat(cfg.StateFile)
 	require.ErrorIs(t, err, os.ErrNotExist, "a failed Open records nothing")
+}
+
+func TestMixedDecisionOnAFullPoolLeavesTheGrowthPending(t *testing.T) {
+	dir := t.TempDir()
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
+	clock := withClock(&cfg)
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Prefill: n(4), Decode: n(4)})
+	releaseAtEnd(t, l, release)
+	settle(t, l)
+	before := byName(l.Workers())
+	ctx := context.Background()
+
+	// Every GPU is in use: shrink prefill, grow decode. The shrink is applied at once; the
+	// two new decode workers wait for the GPUs of the draining prefill workers.
+	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Prefill: n(2), Decode: n(6)}))
+	require.Equal(t, Counts{Ready: 2, Draining: 2}, l.Counts(scaling.Prefill))
+	require.Equal(t, Counts{Ready: 4, Pending: 2}, l.Counts(scaling.Decode))
+	for _, name := range []string{"demo_prefill_2", "demo_prefill_3"} {
+		logHas(t, before[name], "sigterm\n")
+	}
+	inv, err := l.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(4), ExpectedPrefill: n(2), ExpectedDecode: n(6),
+		PrefillScalingInProgress: true, DecodeScalingInProgress: true}, inv.WorkerCounts, "pending workers are expected, not ready")
+	require.Equal(t, int64(1), inv.AppliedDecisionID)
+	require.Equal(t, []PendingWorker{{Component: scaling.Decode, Since: clock.Now()}, {Component: scaling.Decode, Since: clock.Now()}}, l.Pending())
+	st, _, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.Len(t, st.Pending, 2, "the pending workers are recorded")
+	for _, p := range st.Pending {
+		require.Equal(t, scaling.Decode, p.Component)
+		require.True(t, p.Since.Equal(clock.Now()))
+	}
+
+	// While the drains go on, nothing starts.
+	passes.wait(t, 3)
+	require.Equal(t, Counts{Ready: 4, Pending: 2}, l.Counts(scaling.Decode))
+	logs, err := os.ReadDir(filepath.Join(dir, "logs"))
+	require.NoError(t, err)
+	require.Len(t, logs, 8, "no process was started")
+
+	// Each drained worker's GPU goes to the next pending worker when it exits.
+	clock.Advance(time.Second)
+	release("demo_prefill_3")
+	passes.until(t, "a pending decode worker starts", func() bool { return l.Counts(scaling.Decode).Pending == 1 })
+	ws := byName(l.Workers())
+	require.Equal(t, []int{3}, ws["demo_decode_4"].GPUs, "the drained worker's GPU")
+	require.NotContains(t, ws, "demo_decode_5")
+	require.Equal(t, Counts{Ready: 2, Draining: 1}, l.Counts(scaling.Prefill))
+	release("demo_prefill_2")
+	settle(t, l)
+	ws = byName(l.Workers())
+	require.Equal(t, []int{2}, ws["demo_decode_5"].GPUs)
+	require.Equal(t, []string{"demo_prefill:ready", "demo_prefill_1:ready", "demo_decode:ready", "demo_decode_1:ready",
+		"demo_decode_2:ready", "demo_decode_3:ready", "demo_decode_4:ready", "demo_decode_5:ready"}, names(l.Workers()))
+	inv, err = l.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(6), ExpectedPrefill: n(2), ExpectedDecode: n(6)}, inv.WorkerCounts)
+	st, _, err = readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.Empty(t, st.Pending)
+}
+
+func TestPendingWorkersSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
+	cfg.GPUs = []int{0, 1}
+	first := open(t, cfg, connectors.Targets{Prefill: n(1), Decode: n(1)})
+	releaseAtEnd(t, first, release)
+	settle(t, first)
+	require.NoError(t, first.Apply(context.Background(), 1, connectors.Targets{Prefill: n(0), Decode: n(2)}))
+	require.NoError(t, first.Close())
+
+	passes := watchChecks(&cfg)
+	second := open(t, cfg, connectors.Targets{})
+	releaseAtEnd(t, second, release)
+	require.Equal(t, Counts{Ready: 1, Pending: 1}, second.Counts(scaling.Decode), "the pending worker is read back")
+	require.Equal(t, Counts{Draining: 1}, second.Counts(scaling.Prefill))
+	passes.wait(t, 3)
+	require.Equal(t, Counts{Ready: 1, Pending: 1}, second.Counts(scaling.Decode))
+	// The adopted draining worker's exit is seen through /proc; its GPU goes to the pending
+	// worker.
+	release("demo_prefill")
+	settle(t, second)
+	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:ready"}, names(second.Workers()))
+	require.Equal(t, []int{0}, byName(second.Workers())["demo_decode_1"].GPUs)
+}
+
+func TestLowerTargetCancelsPendingWorkersFirst(t *testing.T) {
+	dir := t.TempDir()
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
+	clock := withClock(&cfg)
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Prefill: n(4), Decode: n(4)})
+	releaseAtEnd(t, l, release)
+	settle(t, l)
+	ctx := context.Background()
+
+	first := clock.Now()
+	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Prefill: n(1), Decode: n(6)}))
+	clock.Advance(time.Second)
+	require.NoError(t, l.Apply(ctx, 2, connectors.Targets{Decode: n(7)}))
+	require.Equal(t, []PendingWorker{{scaling.Decode, first}, {scaling.Decode, first}, {scaling.Decode, first.Add(time.Second)}}, l.Pending())
+
+	// Down to 5: two pending workers are cancelled, the newest first; no running one drains.
+	require.NoError(t, l.Apply(ctx, 3, connectors.Targets{Decode: n(5)}))
+	require.Equal(t, []PendingWorker{{scaling.Decode, first}}, l.Pending())
+	require.Equal(t, Counts{Ready: 4, Pending: 1}, l.Counts(scaling.Decode))
+	inv, err := l.Inventory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, n(5), inv.ExpectedDecode)
+	require.Equal(t, n(4), inv.ReadyDecode)
+
+	// Down to 3: the last pending worker is cancelled, then the highest running one drains.
+	require.NoError(t, l.Apply(ctx, 4, connectors.Targets{Decode: n(3)}))
+	require.Empty(t, l.Pending())
+	require.Equal(t, Counts{Ready: 3, Draining: 1}, l.Counts(scaling.Decode))
+	require.Equal(t, Draining, byName(l.Workers())["demo_decode_3"].State)
+
+	// The freed GPUs start nothing.
+	for _, name := range []string{"demo_prefill_1", "demo_prefill_2", "demo_prefill_3", "demo_decode_3"} {
+		release(name)
+	}
+	settle(t, l)
+	passes.wait(t, 2)
+	require.Equal(t, []string{"demo_prefill:ready", "demo_decode:ready", "demo_decode_1:ready", "demo_decode_2:ready"}, names(l.Workers()))
+}
+
+func TestPendingWorkerThatCannotStartIsReported(t *testing.T) {
+	dir := t.TempDir()
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
+	cfg.GPUs = []int{0, 1}
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{Prefill: n(1), Decode: n(1)})
+	releaseAtEnd(t, l, release)
+	settle(t, l)
+	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Prefill: n(0), Decode: n(2)}))
+	// The decode program disappears while the worker waits.
+	l.mu.Lock()
+	l.cfg.Decode.Command = []string{filepath.Join(dir, "missing-engine")}
+	l.mu.Unlock()
+	release("demo_prefill")
+	passes.until(t, "the pending worker is tried", func() bool { return len(l.Pending()) == 0 })
+	require.Equal(t, []string{"demo_decode:ready"}, names(l.Workers()), "no worker left behind")
+	require.Equal(t, 1, l.Failures(scaling.Decode))
+	inv, err := l.Inventory(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, n(1), inv.ReadyDecode)
+	require.Equal(t, n(2), inv.ExpectedDecode)
+	require.False(t, inv.DecodeScalingInProgress, "nothing in progress: the slot waits for the next apply")
+	st, _, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.Empty(t, st.Pending)
+	require.Len(t, st.Workers, 1, "the failed start is not recorded")
 }
 
 func TestAbsurdTargetsAreRefusedBeforeAnything(t *testing.T) {

@@ -101,6 +101,17 @@ func (w Worker) clone() Worker {
 	return w
 }
 
+// PendingWorker is a worker the targets ask for that waits for GPUs: the pool's free GPUs are
+// held by workers still draining (or failed workers still stopping). It counts toward its
+// pool's target, is not ready, and is started, oldest first, as soon as enough GPUs are free
+// (Kubernetes shows such a replica as a Pending pod). It has no name, process or GPUs yet.
+type PendingWorker struct {
+	// Component is the pool the worker will join.
+	Component scaling.Component `json:"component"`
+	// Since is when the decision that asked for it was applied.
+	Since time.Time `json:"since"`
+}
+
 // poolCounts are per-pool integers (targets, failure counts).
 type poolCounts struct {
 	Prefill int `json:"prefill"`
@@ -125,9 +136,12 @@ type state struct {
 	AppliedDecisionID int64      `json:"applied_decision_id"`
 	Targets           poolCounts `json:"targets"`
 	// Failures counts workers that exited on their own or failed to start, per pool.
-	Failures  poolCounts `json:"failures"`
-	Workers   []Worker   `json:"workers"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	Failures poolCounts `json:"failures"`
+	Workers  []Worker   `json:"workers"`
+	// Pending are the workers waiting for GPUs, in the order they are started (oldest
+	// first).
+	Pending   []PendingWorker `json:"pending,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 // readState reads the state file; ok is false when it does not exist.
@@ -157,6 +171,14 @@ func readState(path string) (st state, ok bool, err error) {
 		// Only an intent lacks a pid: a worker being started, with the marker to find it by.
 		if w.intent() && (w.Marker == "" || w.State != Starting || w.ExitedAt != nil) {
 			return state{}, false, fmt.Errorf("state file %s is corrupt: worker %d (%q) has no pid and is not a starting worker with a marker", path, i, w.Name)
+		}
+	}
+	if len(st.Pending) > MaxGPUs {
+		return state{}, false, fmt.Errorf("state file %s is corrupt: %d pending workers, at most %d", path, len(st.Pending), MaxGPUs)
+	}
+	for i, p := range st.Pending {
+		if p.Component != scaling.Prefill && p.Component != scaling.Decode {
+			return state{}, false, fmt.Errorf("state file %s is corrupt: pending worker %d has unknown component %q", path, i, p.Component)
 		}
 	}
 	return st, true, nil

@@ -349,9 +349,11 @@ func (op *Operator) reconcileEngines(ctx context.Context, dgd *unstructured.Unst
 	}
 	counts := map[string]componentCounts{}
 	for role, name := range dep.roles {
+		// A pending engine (waiting for a draining one's GPUs) is a replica still starting,
+		// as a Pending pod is.
 		n := dep.local.Counts(role)
-		counts[name] = componentCounts{replicas: int64(n.Ready + n.Starting), ready: int64(n.Ready), starting: int64(n.Starting),
-			draining: int64(n.Draining)}
+		counts[name] = componentCounts{replicas: int64(n.Ready + n.Starting + n.Pending), ready: int64(n.Ready),
+			starting: int64(n.Starting + n.Pending), draining: int64(n.Draining)}
 	}
 	for _, c := range comps {
 		if _, ok := counts[c.Name]; !ok {
