@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
@@ -231,6 +232,7 @@ type pool struct {
 	lastSign int
 	started  int // engines started by scaling (not the initial ones)
 	rt       router.Router
+	samples  perf.FPMReservoir  // the pool's pass FPMs since the last FPM observation
 	cands    []router.Candidate // scratch
 	candReps []*replica         // scratch
 }
@@ -279,7 +281,8 @@ type sim struct {
 	end     float64 // the replay's bound: last arrival + horizon
 	tail    bool    // the passes' start at now is still to do (see advanceTo)
 	stop    func() bool
-	watch   *watch // requests whose outcome an oracle evaluation counts (nil: none)
+	watch   *watch     // requests whose outcome an oracle evaluation counts (nil: none)
+	rng     *rand.Rand // the FPM reservoirs' draws (fixed seed, as observe.FPMStore's)
 
 	progressEvery, progressNext int
 
@@ -354,8 +357,9 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	s := &sim{o: o, reqs: reqs, timing: timing, planner: pl,
-		p: &pool{role: engine.RolePrefill, target: o.InitialPrefill, rt: rt},
-		d: &pool{role: engine.RoleDecode, target: o.InitialDecode, rt: rt}}
+		p:   &pool{role: engine.RolePrefill, target: o.InitialPrefill, rt: rt},
+		d:   &pool{role: engine.RoleDecode, target: o.InitialDecode, rt: rt},
+		rng: rand.New(rand.NewPCG(0x6670, 0x6d))}
 	s.stop = func() bool { return s.done == len(s.reqs) }
 	s.progressEvery = max(1, len(reqs)/100)
 	s.progressNext = s.progressEvery
@@ -640,6 +644,9 @@ func (s *sim) failed(i int, err error) {
 // deliver handles the events of r's pass that just ended.
 func (s *sim) deliver(pl *pool, r *replica) {
 	r.fpm, r.hasFPM = r.running, true
+	if !r.fpm.IsHeartbeat() {
+		pl.samples.Add(&r.fpm, s.rng)
+	}
 	for _, ev := range r.events {
 		i := int(ev.ID)
 		rec := &s.res.Requests[i]
@@ -757,6 +764,15 @@ func (pl *pool) fpms(t float64) []perf.FPM {
 	return out
 }
 
+// fpmObservations are the FPMs a planner tick at t reads, as the live worker's FPM store
+// (observe.FPMStore) gives them: the latest FPM of each ready engine and, per pool, a
+// uniform sample of at most perf.FPMReservoirSize of the passes that ended since the
+// previous read (every engine's, draining ones included), which it then forgets.
+func (s *sim) fpmObservations(t float64) *scaling.FPMObservations {
+	return &scaling.FPMObservations{Prefill: s.p.fpms(t), Decode: s.d.fpms(t),
+		PrefillSamples: s.p.samples.Take(), DecodeSamples: s.d.samples.Take()}
+}
+
 // capabilities are a replica's capabilities, as the workers report them.
 func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
 	cfg := s.o.EngineConfig(role)
@@ -820,7 +836,7 @@ func (s *sim) tick(t float64, tk scaling.Tick) error {
 	w, pc, dc := s.workers(t)
 	in := scaling.Input{Now: t, Workers: w, Capabilities: s.caps}
 	if tk.NeedFPM {
-		in.FPM = &scaling.FPMObservations{Prefill: s.p.fpms(t), Decode: s.d.fpms(t)}
+		in.FPM = s.fpmObservations(t)
 	}
 	if tk.NeedTraffic {
 		in.Traffic = s.traffic(t, tk.TrafficDurationS)

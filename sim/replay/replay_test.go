@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/stretchr/testify/require"
 )
@@ -311,4 +312,43 @@ func TestScore(t *testing.T) {
 	require.InDelta(t, 0.4, sc.Goodput, 1e-12)
 	require.Equal(t, 100.0, sc.TTFT.P50)
 	require.Zero(t, Score(recs, 200, 10, 100).Goodput, "nothing to score")
+}
+
+func TestFPMObservations_SampleThePassesSinceTheLastRead(t *testing.T) {
+	tests := []struct {
+		name        string
+		passes      int // decode passes delivered before the read (one heartbeat among them)
+		wantSamples int
+	}{
+		{"no pass: no samples", 0, 0},
+		{"a few passes: every one", 5, 5},
+		{"more than the reservoir: a uniform sample of its size", 500, perf.FPMReservoirSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := newSim(nil, loadOptions(t))
+			require.NoError(t, err)
+			require.NoError(t, s.add(s.d, 0))
+			rep := s.d.reps[len(s.d.reps)-1]
+			for i := range tc.passes {
+				rep.running = perf.FPM{Version: perf.FPMVersion, WorkerID: rep.id, CounterID: int64(i), WallTime: 0.005,
+					Scheduled: perf.ScheduledRequests{NumDecodeRequests: int64(i%7 + 1)}}
+				s.deliver(s.d, rep)
+			}
+			rep.running = perf.FPM{Version: perf.FPMVersion, WorkerID: rep.id} // a heartbeat: never a sample
+			s.deliver(s.d, rep)
+
+			obs := s.fpmObservations(1)
+			require.Len(t, obs.DecodeSamples, tc.wantSamples)
+			require.Empty(t, obs.PrefillSamples, "no prefill pass ran")
+			for i, f := range obs.DecodeSamples {
+				require.False(t, f.IsHeartbeat())
+				if i > 0 {
+					require.Less(t, obs.DecodeSamples[i-1].CounterID, f.CounterID, "in arrival order")
+				}
+			}
+			require.Len(t, obs.Decode, len(s.d.reps), "the latest FPM of each ready engine")
+			require.Empty(t, s.fpmObservations(2).DecodeSamples, "a read forgets the samples it returned")
+		})
+	}
 }
