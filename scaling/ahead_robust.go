@@ -1,0 +1,118 @@
+package scaling
+
+import (
+	"math"
+	"slices"
+
+	"github.com/llmplanner/planner/perf"
+)
+
+// The ahead policy's guards against what the live path really feeds it (docs/policy.md,
+// "Robustness"). Fixed, the same for every deployment and trace.
+const (
+	// aheadShownPoints bounds the decode batches kept as demonstrated within the ITL SLA.
+	aheadShownPoints = 16
+	// aheadShownDecay is how fast a demonstrated decode batch is forgotten, per interval
+	// (halves in about 350 intervals): engines that became slower stop vouching for it.
+	aheadShownDecay = 0.002
+)
+
+// ShownBatch is a decode iteration an engine ran within the ITL SLA: N requests holding KV
+// tokens of context. An iteration's time grows with both, so any batch with at most N
+// requests and at most KV tokens is as fast.
+type ShownBatch struct {
+	N  float64 `json:"n"`
+	KV float64 `json:"kv"`
+}
+
+// learnDecodeShown adds the decode iterations of this tick's FPMs (the latest per engine and
+// the samples since the last tick) that ran within the ITL SLA to the demonstrated batches:
+// the Pareto frontier of (requests, KV tokens), at most aheadShownPoints of it, each decayed
+// by aheadShownDecay per interval.
+func (t *tick) learnDecodeShown() {
+	a := t.st.Ahead
+	for i := range a.DecodeShown {
+		a.DecodeShown[i].N *= 1 - aheadShownDecay
+		a.DecodeShown[i].KV *= 1 - aheadShownDecay
+	}
+	if t.in.FPM == nil {
+		return
+	}
+	limit := t.p.cfg.ITLMs / 1000 * t.acceptLength() // an iteration's seconds at the SLA
+	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
+		for _, f := range fs {
+			n, kv := float64(f.Scheduled.NumDecodeRequests), float64(f.Scheduled.SumDecodeKVTokens)
+			if f.Version != perf.FPMVersion || f.IsHeartbeat() || !finite(f.WallTime) || f.WallTime > limit || n < 1 || kv < 0 {
+				continue
+			}
+			a.DecodeShown = addShown(a.DecodeShown, ShownBatch{N: n, KV: kv})
+		}
+	}
+}
+
+// addShown adds p to the frontier f unless a point of it dominates p, removing the points p
+// dominates; past aheadShownPoints the point with the fewest requests goes.
+func addShown(f []ShownBatch, p ShownBatch) []ShownBatch {
+	for _, q := range f {
+		if q.N >= p.N && q.KV >= p.KV {
+			return f
+		}
+	}
+	f = slices.DeleteFunc(f, func(q ShownBatch) bool { return p.N >= q.N && p.KV >= q.KV })
+	f = append(f, p)
+	if len(f) > aheadShownPoints {
+		i := 0
+		for j := range f {
+			if f[j].N < f[i].N {
+				i = j
+			}
+		}
+		f = slices.Delete(f, i, i+1)
+	}
+	return f
+}
+
+// shownBatch is the largest decode batch of requests at mean context ctx that an engine has
+// run within the ITL SLA: a demonstrated iteration of N requests and KV tokens vouches for
+// min(N, KV/ctx) of them (0 without any).
+func shownBatch(f []ShownBatch, ctx float64) float64 {
+	var b float64
+	for _, q := range f {
+		b = math.Max(b, math.Min(q.N, q.KV/math.Max(1, ctx)))
+	}
+	return b
+}
+
+// sampledConcurrency is the decode pool's concurrency as this tick's FPMs show it: per engine
+// (worker_id, dp_rank), the most requests running plus queued in its latest FPM or any of the
+// samples since the last tick, summed over the engines; and whether there were samples.
+// The samples see the bursts between two ticks the latest FPMs miss.
+func (t *tick) sampledConcurrency() (float64, bool) {
+	if t.in.FPM == nil {
+		return 0, false
+	}
+	type key struct {
+		worker string
+		rank   int64
+	}
+	most := map[key]int64{}
+	var order []key // the engines in first-seen order: the sum does not depend on map order
+	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
+		for _, f := range fs {
+			if f.Version != perf.FPMVersion {
+				continue
+			}
+			k := key{f.WorkerID, f.DPRank}
+			v, seen := most[k]
+			if !seen {
+				order = append(order, k)
+			}
+			most[k] = max(v, f.Scheduled.NumDecodeRequests+f.Queued.NumDecodeRequests)
+		}
+	}
+	var c float64
+	for _, k := range order {
+		c += float64(most[k])
+	}
+	return c, len(t.in.FPM.DecodeSamples) > 0
+}

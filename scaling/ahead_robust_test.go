@@ -1,0 +1,116 @@
+package scaling
+
+import (
+	"testing"
+
+	"github.com/llmplanner/planner/perf"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAddShown_KeepsTheParetoFrontier(t *testing.T) {
+	tests := []struct {
+		name string
+		have []ShownBatch
+		add  ShownBatch
+		want []ShownBatch
+	}{
+		{"first point", nil, ShownBatch{10, 20000}, []ShownBatch{{10, 20000}}},
+		{"dominated: ignored", []ShownBatch{{10, 20000}}, ShownBatch{8, 15000}, []ShownBatch{{10, 20000}}},
+		{"equal: ignored", []ShownBatch{{10, 20000}}, ShownBatch{10, 20000}, []ShownBatch{{10, 20000}}},
+		{"dominates: replaces", []ShownBatch{{10, 20000}, {30, 9000}}, ShownBatch{12, 25000}, []ShownBatch{{30, 9000}, {12, 25000}}},
+		{"a trade-off: kept beside", []ShownBatch{{10, 20000}}, ShownBatch{30, 9000}, []ShownBatch{{10, 20000}, {30, 9000}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, addShown(tc.have, tc.add))
+		})
+	}
+	var f []ShownBatch
+	for i := range 3 * aheadShownPoints {
+		f = addShown(f, ShownBatch{N: float64(i + 1), KV: float64(100000 - i)})
+	}
+	require.Len(t, f, aheadShownPoints, "bounded")
+	require.Equal(t, float64(3*aheadShownPoints), f[len(f)-1].N, "the points with the most requests stay")
+}
+
+func TestShownBatch(t *testing.T) {
+	f := []ShownBatch{{N: 20, KV: 60000}, {N: 40, KV: 40000}}
+	tests := []struct {
+		name string
+		ctx  float64
+		want float64
+	}{
+		{"short context: the most requests", 1000, 40},
+		{"the context the first point ran at", 3000, 20},
+		{"longer than any: limited by the KV tokens", 6000, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, shownBatch(f, tc.ctx), 1e-9)
+		})
+	}
+	require.Zero(t, shownBatch(nil, 3000), "nothing demonstrated")
+}
+
+// TestAhead_DecodeNotSizedBelowWhatTheEnginesRan: whatever the perf model says, the decode
+// batch at the ITL SLA is not sized below a batch the engines ran within the SLA at the
+// sizing context, and that is remembered across ticks whose FPMs show nothing of the kind.
+func TestAhead_DecodeNotSizedBelowWhatTheEnginesRan(t *testing.T) {
+	// The model on the test profile holds 33 requests at ISL 3000 + OSL 300 / 2 within the
+	// 10 ms SLA; the engines ran 60 at that context in 9 ms.
+	shown := perf.FPM{Version: perf.FPMVersion, WorkerID: "decode-0", WallTime: 0.009,
+		Scheduled: perf.ScheduledRequests{NumDecodeRequests: 60, SumDecodeKVTokens: 60 * 3150}}
+	slow := shown
+	slow.WallTime = 0.011 // over the SLA: shows nothing
+	run := func(sample perf.FPM) (State, Diagnostics) {
+		p, st := aheadPlanner(t)
+		var diag Diagnostics
+		for i := range 6 {
+			in := aheadInput(float64(5*(i+1)), 4, 4, 4, 4, 20)
+			if i == 0 {
+				in.FPM.DecodeSamples = []perf.FPM{sample}
+			}
+			var err error
+			st, _, diag, err = p.Decide(st, in)
+			require.NoError(t, err)
+		}
+		return st, diag
+	}
+	without, low := run(slow)
+	with, high := run(shown)
+	require.Empty(t, without.Ahead.DecodeShown, "an iteration over the SLA shows nothing")
+	require.InDelta(t, 60, shownBatch(with.Ahead.DecodeShown, 3150), 1, "60 requests at the sizing context, barely forgotten")
+	require.NotNil(t, low.EngineRPSDecode)
+	require.NotNil(t, high.EngineRPSDecode)
+	require.Greater(t, *high.EngineRPSDecode, 1.5**low.EngineRPSDecode, "sized at the batch shown: %v / %v", low.Notes, high.Notes)
+}
+
+func TestSampledConcurrency(t *testing.T) {
+	eng := func(id string, running, queued int64) perf.FPM {
+		return perf.FPM{Version: perf.FPMVersion, WorkerID: id, WallTime: 0.01,
+			Scheduled: perf.ScheduledRequests{NumDecodeRequests: running}, Queued: perf.QueuedRequests{NumDecodeRequests: queued}}
+	}
+	tests := []struct {
+		name        string
+		fpm         *FPMObservations
+		want        float64
+		wantSampled bool
+	}{
+		{"no FPMs", nil, 0, false},
+		{"latest only: their sum, no samples", &FPMObservations{Decode: []perf.FPM{eng("a", 3, 1), eng("b", 5, 0)}}, 9, false},
+		{"samples: each engine's most, summed", &FPMObservations{
+			Decode:        []perf.FPM{eng("a", 3, 1), eng("b", 5, 0)},
+			DecodeSamples: []perf.FPM{eng("a", 20, 4), eng("a", 10, 0), eng("b", 2, 0), eng("c", 7, 0)},
+		}, 24 + 5 + 7, true},
+		{"other schema versions left out", &FPMObservations{Decode: []perf.FPM{{Version: 99, WorkerID: "a", WallTime: 0.01,
+			Scheduled: perf.ScheduledRequests{NumDecodeRequests: 50}}}}, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := &tick{in: Input{FPM: tc.fpm}}
+			got, sampled := tk.sampledConcurrency()
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.wantSampled, sampled)
+		})
+	}
+}
