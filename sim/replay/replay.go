@@ -286,11 +286,14 @@ type sim struct {
 
 	progressEvery, progressNext int
 
-	// traffic windows: prefix sums over arrivals (in arrival order) and finishes
+	// traffic windows, observed when Dynamo's frontend observes them: arrivals (the request
+	// count), first tokens (TTFT and ISL) and finishes (OSL, ITL and duration), each a time
+	// series with prefix sums
 	arrivals        []float64
-	cumISL, cumOSL  []float64
+	firstT          []float64
+	cumTTFT, cumISL []float64
 	finT            []float64
-	cumTTFT, cumDur []float64
+	cumOSL, cumDur  []float64
 	itlT            []float64
 	cumITL          []float64
 	kvT             []float64 // KV router hit rates, by routing time
@@ -602,10 +605,21 @@ func (s *sim) integrate(t float64) {
 
 // arrived records request i's arrival in the traffic windows.
 func (s *sim) arrived(i int) {
-	r := s.reqs[i]
-	s.arrivals = append(s.arrivals, r.Arrival)
-	s.cumISL = append(s.cumISL, s.cumISL[len(s.cumISL)-1]+float64(r.InputTokens))
-	s.cumOSL = append(s.cumOSL, s.cumOSL[len(s.cumOSL)-1]+float64(r.OutputTokens))
+	s.arrivals = append(s.arrivals, s.reqs[i].Arrival)
+}
+
+// firstToken records request i's first token at t: its TTFT and ISL enter the traffic
+// windows then, as Dynamo's frontend observes them with the first response.
+func (s *sim) firstToken(i int, t float64) {
+	rec := &s.res.Requests[i]
+	rec.FirstToken = t
+	rec.TTFTMs = (t - rec.Arrival) * 1000
+	s.firstT = append(s.firstT, t)
+	s.cumTTFT = append(s.cumTTFT, s.cumTTFT[len(s.cumTTFT)-1]+rec.TTFTMs)
+	s.cumISL = append(s.cumISL, s.cumISL[len(s.cumISL)-1]+float64(rec.ISL))
+	if s.watch != nil {
+		s.watch.firstToken(s, i)
+	}
 }
 
 // finished records request i's completion at t.
@@ -618,7 +632,7 @@ func (s *sim) finished(i int, t float64) {
 		s.cumITL = append(s.cumITL, s.cumITL[len(s.cumITL)-1]+rec.ITLMs)
 	}
 	s.finT = append(s.finT, t)
-	s.cumTTFT = append(s.cumTTFT, s.cumTTFT[len(s.cumTTFT)-1]+rec.TTFTMs)
+	s.cumOSL = append(s.cumOSL, s.cumOSL[len(s.cumOSL)-1]+float64(rec.OSL))
 	s.cumDur = append(s.cumDur, s.cumDur[len(s.cumDur)-1]+(t-rec.Arrival))
 	s.completed(i)
 }
@@ -652,11 +666,7 @@ func (s *sim) deliver(pl *pool, r *replica) {
 		rec := &s.res.Requests[i]
 		switch {
 		case pl.role == engine.RolePrefill && ev.Kind == engine.EventFirstToken:
-			rec.FirstToken = ev.Time
-			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
-			if s.watch != nil {
-				s.watch.firstToken(s, i)
-			}
+			s.firstToken(i, ev.Time)
 			if rec.OSL <= 1 {
 				s.finished(i, ev.Time)
 			} else {
@@ -665,11 +675,7 @@ func (s *sim) deliver(pl *pool, r *replica) {
 		case pl.role == engine.RoleDecode && ev.Kind == engine.EventFinished:
 			s.finished(i, ev.Time)
 		case pl.role == engine.RoleAggregated && ev.Kind == engine.EventFirstToken:
-			rec.FirstToken = ev.Time
-			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
-			if s.watch != nil {
-				s.watch.firstToken(s, i)
-			}
+			s.firstToken(i, ev.Time)
 		case pl.role == engine.RoleAggregated && ev.Kind == engine.EventFinished:
 			s.finished(i, ev.Time) // an OSL ≤ 1 request finishes in its first-token pass
 		}
@@ -787,21 +793,30 @@ func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
 		MaxNumSeqs: int64(cfg.MaxNumSeqs), MaxKVTokens: int64(blocks * cfg.BlockSize), ContextLength: int64(s.o.ContextLength)}
 }
 
-// traffic is the frontend's traffic over (t − dur, t].
+// traffic is the frontend's traffic over (t − dur, t], as Dynamo's frontend metrics give it:
+// the requests that arrived (requests_started_total), the TTFT and ISL of the requests whose
+// first token came (both observed with the first response), the OSL, ITL and duration of
+// those that finished (observed at completion). A mean without observations is nil, as the
+// Prometheus source reads it, except that an idle window (no arrival) has none at all.
 func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
 	from := t - dur
 	obs := &scaling.TrafficObservation{DurationS: dur}
 	lo := sort.Search(len(s.arrivals), func(i int) bool { return s.arrivals[i] > from })
 	n := len(s.arrivals) - lo
 	obs.NumReq = ptr(float64(n))
-	if n > 0 {
-		obs.ISL = ptr((s.cumISL[len(s.arrivals)] - s.cumISL[lo]) / float64(n))
-		obs.OSL = ptr((s.cumOSL[len(s.arrivals)] - s.cumOSL[lo]) / float64(n))
+	lo = sort.Search(len(s.firstT), func(i int) bool { return s.firstT[i] > from })
+	if m := len(s.firstT) - lo; m > 0 {
+		obs.TTFTMs = ptr((s.cumTTFT[len(s.firstT)] - s.cumTTFT[lo]) / float64(m))
+		if n > 0 {
+			obs.ISL = ptr((s.cumISL[len(s.firstT)] - s.cumISL[lo]) / float64(m))
+		}
 	}
 	lo = sort.Search(len(s.finT), func(i int) bool { return s.finT[i] > from })
-	if n := len(s.finT) - lo; n > 0 {
-		obs.TTFTMs = ptr((s.cumTTFT[len(s.finT)] - s.cumTTFT[lo]) / float64(n))
-		obs.RequestDurationS = ptr((s.cumDur[len(s.finT)] - s.cumDur[lo]) / float64(n))
+	if m := len(s.finT) - lo; m > 0 {
+		if n > 0 {
+			obs.OSL = ptr((s.cumOSL[len(s.finT)] - s.cumOSL[lo]) / float64(m))
+		}
+		obs.RequestDurationS = ptr((s.cumDur[len(s.finT)] - s.cumDur[lo]) / float64(m))
 	}
 	lo = sort.Search(len(s.itlT), func(i int) bool { return s.itlT[i] > from })
 	if n := len(s.itlT) - lo; n > 0 {

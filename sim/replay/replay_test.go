@@ -248,29 +248,36 @@ func TestPoolFPMs_PublishedAtPassEndWithIdleHeartbeats(t *testing.T) {
 	require.Len(t, s.hand, 2)
 }
 
+// TestTraffic_Window: the traffic windows observe what Dynamo's frontend observes when it
+// does: the count at arrival, TTFT and ISL at the first token, OSL and ITL at completion.
 func TestTraffic_Window(t *testing.T) {
 	s, err := newSim(nil, loadOptions(t))
 	require.NoError(t, err)
-	s.reqs = []predict.Request{{Arrival: 1, InputTokens: 100, OutputTokens: 2}, {Arrival: 6, InputTokens: 300, OutputTokens: 1}, {Arrival: 7, InputTokens: 500, OutputTokens: 4}}
-	s.res.Requests = make([]Record, 3)
+	s.reqs = []predict.Request{{Arrival: 1, InputTokens: 100, OutputTokens: 2}, {Arrival: 4, InputTokens: 1000, OutputTokens: 50},
+		{Arrival: 6, InputTokens: 300, OutputTokens: 1}, {Arrival: 7, InputTokens: 500, OutputTokens: 4}}
+	s.res.Requests = make([]Record, len(s.reqs))
+	first := []float64{1.1, 4.2, 6.1, 7.1}
 	for i, r := range s.reqs {
 		s.arrived(i)
-		s.res.Requests[i] = Record{Arrival: r.Arrival, ISL: r.InputTokens, OSL: r.OutputTokens, FirstToken: r.Arrival + 0.1, TTFTMs: 100}
+		s.res.Requests[i] = Record{Arrival: r.Arrival, ISL: r.InputTokens, OSL: r.OutputTokens}
+		s.firstToken(i, first[i])
 	}
-	s.finished(0, 3.1) // ITL 2000 ms, outside the window
-	s.finished(1, 6.1) // OSL 1: no ITL
-	s.finished(2, 7.4) // ITL 100 ms
+	s.finished(0, 3.1) // ITL 2000 ms
+	s.finished(2, 6.1) // OSL 1: no ITL
+	s.finished(3, 7.4) // ITL 100 ms
+	s.finished(1, 9.0) // the long one, started before the last five seconds: ITL 4800/49 ms
 
 	tests := []struct {
-		name     string
-		now, dur float64
-		numReq   float64
-		isl      *float64
-		ttft     *float64
-		itl      *float64
+		name      string
+		now, dur  float64
+		numReq    float64
+		isl, osl  *float64
+		ttft, itl *float64
 	}{
-		{name: "last five seconds", now: 10, dur: 5, numReq: 2, isl: ptr(400.0), ttft: ptr(100.0), itl: ptr(100.0)},
-		{name: "everything", now: 10, dur: 10, numReq: 3, isl: ptr(300.0), ttft: ptr(100.0), itl: ptr(1050.0)},
+		{name: "last five seconds: the OSL of what finished, the long one included", now: 10, dur: 5, numReq: 2,
+			isl: ptr(400.0), osl: ptr((1 + 4 + 50) / 3.0), ttft: ptr(100.0), itl: ptr((100 + 4800.0/49) / 2)},
+		{name: "everything", now: 10, dur: 10, numReq: 4,
+			isl: ptr(1900 / 4.0), osl: ptr(57 / 4.0), ttft: ptr(125.0), itl: ptr((2000 + 100 + 4800.0/49) / 3)},
 		{name: "empty window", now: 20, dur: 5, numReq: 0},
 	}
 	for _, tc := range tests {
@@ -280,10 +287,23 @@ func TestTraffic_Window(t *testing.T) {
 			require.NotNil(t, obs.NumReq, "a count is always observed, zero included")
 			require.InDelta(t, tc.numReq, *obs.NumReq, 1e-12)
 			requirePtr(t, tc.isl, obs.ISL)
+			requirePtr(t, tc.osl, obs.OSL)
 			requirePtr(t, tc.ttft, obs.TTFTMs)
 			requirePtr(t, tc.itl, obs.ITLMs)
 		})
 	}
+
+	// Arrived and started, none finished yet: the ISL is known, the OSL is not.
+	s, err = newSim(nil, loadOptions(t))
+	require.NoError(t, err)
+	s.reqs = []predict.Request{{Arrival: 4, InputTokens: 1000, OutputTokens: 50}}
+	s.res.Requests = []Record{{Arrival: 4, ISL: 1000, OSL: 50}}
+	s.arrived(0)
+	s.firstToken(0, 4.2)
+	obs := s.traffic(5, 5)
+	requirePtr(t, ptr(1000.0), obs.ISL)
+	require.Nil(t, obs.OSL)
+	requirePtr(t, ptr(200.0), obs.TTFTMs)
 }
 
 func requirePtr(t *testing.T, want, got *float64) {
