@@ -532,13 +532,10 @@ func (t *tick) ahead() Decision {
 	switch {
 	case tr == nil || tr.NumReq == nil || !finite(*tr.NumReq) || *tr.NumReq < 0 || !(tr.DurationS > 0) || math.IsInf(tr.DurationS, 0):
 		return hold(ReasonNoTrafficData, "traffic unreadable: holding (never read as zero demand)")
-	case *tr.NumReq > 0 && (tr.ISL == nil || tr.OSL == nil || !finite(*tr.ISL) || !finite(*tr.OSL) || *tr.ISL < 0 || *tr.OSL < 0):
-		return hold(ReasonNoTrafficData, "requests counted but their lengths are unreadable: holding")
 	}
-	var isl, osl float64
-	if *tr.NumReq > 0 {
-		isl, osl = *tr.ISL, *tr.OSL
-		t.st.LastISL, t.st.LastOSL = ptr(isl), ptr(osl)
+	isl, osl, ok := t.aheadLengths(tr)
+	if !ok {
+		return hold(ReasonNoTrafficData, "requests counted but their lengths are unreadable and none were seen before: holding")
 	}
 	first := len(a.Count) == 0
 	a.record(t.in.Now, tr.DurationS, *tr.NumReq, isl, osl)

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -115,4 +116,41 @@ func (t *tick) sampledConcurrency() (float64, bool) {
 		c += float64(most[k])
 	}
 	return c, len(t.in.FPM.DecodeSamples) > 0
+}
+
+// aheadLengths are the mean ISL and OSL to record for this tick's traffic window (0 for an
+// idle one). The frontend observes a request's ISL at its first token and its OSL at its
+// completion, as Dynamo's does, so a window with arrivals may have neither yet (a burst's
+// first seconds, or requests outlasting the window): a length the window does not give is
+// the recent history's mean (over aheadLengthSeconds), else the last one seen, which leaves
+// the history's mean as it is. Only with none of these it is not ok.
+func (t *tick) aheadLengths(tr *TrafficObservation) (isl, osl float64, ok bool) {
+	if *tr.NumReq == 0 {
+		return 0, 0, true
+	}
+	good := func(v *float64) bool { return v != nil && finite(*v) && *v >= 0 }
+	var hi, ho float64
+	known := false
+	if n, i, o, _ := t.st.Ahead.recent(aheadLengthSeconds); n > 0 {
+		hi, ho, known = i/n, o/n, true
+	} else if t.st.LastISL != nil && t.st.LastOSL != nil {
+		hi, ho, known = *t.st.LastISL, *t.st.LastOSL, true
+	}
+	switch {
+	case good(tr.ISL) && good(tr.OSL):
+		isl, osl = *tr.ISL, *tr.OSL
+	case !known:
+		return 0, 0, false
+	default:
+		isl, osl = hi, ho
+		if good(tr.ISL) {
+			isl = *tr.ISL
+		}
+		if good(tr.OSL) {
+			osl = *tr.OSL
+		}
+		t.diag.note(fmt.Sprintf("ahead: %.0f requests, their ISL or OSL not observed yet (observed at the first token and at completion): the recent means stand in", *tr.NumReq))
+	}
+	t.st.LastISL, t.st.LastOSL = ptr(isl), ptr(osl)
+	return isl, osl, true
 }

@@ -114,3 +114,39 @@ func TestSampledConcurrency(t *testing.T) {
 		})
 	}
 }
+
+func TestAheadLengths(t *testing.T) {
+	withHistory := func() State {
+		_, st := aheadPlanner(t)
+		st.Ahead.record(5, 5, 10, 2000, 30)
+		st.Ahead.record(10, 5, 30, 3000, 10) // request-weighted: ISL 2750, OSL 15
+		return st
+	}
+	noHistory := func() State { _, st := aheadPlanner(t); return st }
+	tests := []struct {
+		name             string
+		st               func() State
+		numReq           float64
+		isl, osl         *float64
+		wantISL, wantOSL float64
+		wantOK           bool
+	}{
+		{"idle window: no lengths needed", noHistory, 0, nil, nil, 0, 0, true},
+		{"both observed", noHistory, 5, ptr(1000.0), ptr(20.0), 1000, 20, true},
+		{"none finished yet: the history's OSL stands in", withHistory, 5, ptr(1000.0), nil, 1000, 15, true},
+		{"none started yet: the history's lengths", withHistory, 5, nil, nil, 2750, 15, true},
+		{"unreadable and nothing seen before: not ok", noHistory, 5, ptr(1000.0), nil, 0, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st()
+			p, _ := aheadPlanner(t)
+			tk := newTick(p, &st, 1, 1)
+			tr := &TrafficObservation{DurationS: 5, NumReq: ptr(tc.numReq), ISL: tc.isl, OSL: tc.osl}
+			isl, osl, ok := tk.aheadLengths(tr)
+			require.Equal(t, tc.wantOK, ok)
+			require.InDelta(t, tc.wantISL, isl, 1e-9)
+			require.InDelta(t, tc.wantOSL, osl, 1e-9)
+		})
+	}
+}
