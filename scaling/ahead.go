@@ -806,7 +806,8 @@ func impliedBatch(m *perf.EngineModel, ctx, itl float64) float64 {
 	return lo
 }
 
-// measureStartup measures the startup delay on the scale-ups that became ready.
+// measureStartup measures the startup delay on the scale-ups that became ready: from the
+// decision to the middle of the interval in which the engines became ready (readyWithin).
 func (t *tick) measureStartup() {
 	a := t.st.Ahead
 	for _, c := range t.pools() {
@@ -820,6 +821,7 @@ func (t *tick) measureStartup() {
 		took := t.in.Now - (*up).At
 		switch {
 		case t.current(c) >= (*up).Replicas:
+			took = readyWithin(took, t.p.loadI)
 			if a.StartupS == 0 {
 				a.StartupS = took
 			} else {

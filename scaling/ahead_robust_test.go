@@ -150,3 +150,22 @@ func TestAheadLengths(t *testing.T) {
 		})
 	}
 }
+
+func TestReadyWithin(t *testing.T) {
+	tests := []struct {
+		name           string
+		took, interval float64
+		want           float64
+	}{
+		{"seen three ticks after: ready within the last interval", 15, 5, 12.5},
+		{"seen at the first tick after: within it", 5, 5, 2.5},
+		{"sooner than an interval (a tick came early)", 2, 5, 1},
+		{"no interval: as seen", 15, 0, 15},
+		{"nothing elapsed", 0, 5, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, readyWithin(tc.took, tc.interval), 1e-12)
+		})
+	}
+}
