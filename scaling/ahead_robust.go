@@ -13,6 +13,11 @@ import (
 const (
 	// aheadShownPoints bounds the decode batches kept as demonstrated within the ITL SLA.
 	aheadShownPoints = 16
+	// aheadShownShare is the share of a demonstrated decode batch the sizing relies on: the
+	// largest batch shown within the SLA is at its edge by construction, so relying on all of
+	// it would size the pool where any larger batch breaks the SLA; a perf model within 20%
+	// of it is left alone.
+	aheadShownShare = 0.8
 	// aheadShownDecay is how fast a demonstrated decode batch is forgotten, per interval
 	// (halves in about 350 intervals): engines that became slower stop vouching for it.
 	aheadShownDecay = 0.002

@@ -53,15 +53,12 @@ func TestShownBatch(t *testing.T) {
 }
 
 // TestAhead_DecodeNotSizedBelowWhatTheEnginesRan: whatever the perf model says, the decode
-// batch at the ITL SLA is not sized below a batch the engines ran within the SLA at the
-// sizing context, and that is remembered across ticks whose FPMs show nothing of the kind.
+// batch at the ITL SLA is not sized below aheadShownShare of a batch the engines ran within
+// the SLA at the sizing context, and that is remembered across ticks whose FPMs show nothing
+// of the kind; a perf model within that share of it is left alone.
 func TestAhead_DecodeNotSizedBelowWhatTheEnginesRan(t *testing.T) {
 	// The model on the test profile holds 33 requests at ISL 3000 + OSL 300 / 2 within the
-	// 10 ms SLA; the engines ran 60 at that context in 9 ms.
-	shown := perf.FPM{Version: perf.FPMVersion, WorkerID: "decode-0", WallTime: 0.009,
-		Scheduled: perf.ScheduledRequests{NumDecodeRequests: 60, SumDecodeKVTokens: 60 * 3150}}
-	slow := shown
-	slow.WallTime = 0.011 // over the SLA: shows nothing
+	// 10 ms SLA.
 	run := func(sample perf.FPM) (State, Diagnostics) {
 		p, st := aheadPlanner(t)
 		var diag Diagnostics
@@ -76,13 +73,34 @@ func TestAhead_DecodeNotSizedBelowWhatTheEnginesRan(t *testing.T) {
 		}
 		return st, diag
 	}
-	without, low := run(slow)
-	with, high := run(shown)
-	require.Empty(t, without.Ahead.DecodeShown, "an iteration over the SLA shows nothing")
-	require.InDelta(t, 60, shownBatch(with.Ahead.DecodeShown, 3150), 1, "60 requests at the sizing context, barely forgotten")
-	require.NotNil(t, low.EngineRPSDecode)
-	require.NotNil(t, high.EngineRPSDecode)
-	require.Greater(t, *high.EngineRPSDecode, 1.5**low.EngineRPSDecode, "sized at the batch shown: %v / %v", low.Notes, high.Notes)
+	ran := func(n int64, wall float64) perf.FPM {
+		return perf.FPM{Version: perf.FPMVersion, WorkerID: "decode-0", WallTime: wall,
+			Scheduled: perf.ScheduledRequests{NumDecodeRequests: n, SumDecodeKVTokens: n * 3150}}
+	}
+	tests := []struct {
+		name      string
+		sample    perf.FPM
+		wantShown float64
+		higher    bool // sized higher per engine than the model alone
+	}{
+		{"60 requests within the SLA: sized at 48 of them", ran(60, 0.009), 60, true},
+		{"40 within the SLA: 32, the model's 33 stands", ran(40, 0.009), 40, false},
+		{"60 over the SLA: shows nothing", ran(60, 0.011), 0, false},
+	}
+	_, model := run(ran(60, 0.011))
+	require.NotNil(t, model.EngineRPSDecode)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, diag := run(tc.sample)
+			require.InDelta(t, tc.wantShown, shownBatch(st.Ahead.DecodeShown, 3150), 1, "barely forgotten")
+			require.NotNil(t, diag.EngineRPSDecode)
+			if tc.higher {
+				require.Greater(t, *diag.EngineRPSDecode, 1.3**model.EngineRPSDecode, diag.Notes)
+			} else {
+				require.InEpsilon(t, *model.EngineRPSDecode, *diag.EngineRPSDecode, 0.01, "the model (the sample also enters its regression): %v", diag.Notes)
+			}
+		})
+	}
 }
 
 func TestSampledConcurrency(t *testing.T) {
