@@ -25,8 +25,8 @@ const (
 )
 
 // MaxSamplesPerRole bounds the regression samples an FPMStore keeps per role between two
-// snapshots; when more arrive, a uniform reservoir sample of them is kept.
-const MaxSamplesPerRole = 64
+// snapshots; when more arrive, a uniform reservoir sample of them is kept (perf.FPMReservoir).
+const MaxSamplesPerRole = perf.FPMReservoirSize
 
 // MaxEngineKeys bounds the (worker_id, dp_rank) keys an FPMStore tracks, so a stream of
 // garbage worker ids cannot grow it without limit.
@@ -54,7 +54,7 @@ type FPMStore struct {
 	scratch perf.FPM
 	intern  internFunc
 	rng     *rand.Rand
-	samples [2]sampler
+	samples [2]perf.FPMReservoir
 	totals  counters
 }
 
@@ -72,49 +72,6 @@ type engineSlot struct {
 	fpm  perf.FPM
 	recv time.Time
 	role Role
-}
-
-// sampler is a fixed-size reservoir (Algorithm R) of non-heartbeat FPMs. A reservoir, not a
-// stride, so workers served round-robin are not aliased away.
-type sampler struct {
-	buf  [MaxSamplesPerRole]sample
-	n    int
-	seen uint64
-	seq  uint64
-}
-
-type sample struct {
-	seq uint64
-	fpm perf.FPM
-}
-
-func (s *sampler) add(f *perf.FPM, rng *rand.Rand) {
-	s.seen++
-	s.seq++
-	if s.n < len(s.buf) {
-		s.buf[s.n] = sample{seq: s.seq, fpm: *f}
-		s.n++
-		return
-	}
-	if j := rng.Uint64N(s.seen); j < uint64(len(s.buf)) {
-		s.buf[j] = sample{seq: s.seq, fpm: *f}
-	}
-}
-
-// take returns the kept samples in arrival order and empties the reservoir.
-func (s *sampler) take() []perf.FPM {
-	if s.n == 0 {
-		s.seen = 0
-		return nil
-	}
-	kept := slices.Clone(s.buf[:s.n])
-	slices.SortFunc(kept, func(a, b sample) int { return cmp.Compare(a.seq, b.seq) })
-	out := make([]perf.FPM, len(kept))
-	for i := range kept {
-		out[i] = kept[i].fpm
-	}
-	s.n, s.seen = 0, 0
-	return out
 }
 
 // NewFPMStore returns an empty store. Sampling is deterministic (fixed seed).
@@ -219,7 +176,7 @@ func (s *FPMStore) ingest(role Role, payload []byte, recvTime time.Time) (engine
 	if f.IsHeartbeat() {
 		s.totals.heartbeats++
 	} else {
-		s.samples[ri].add(f, s.rng)
+		s.samples[ri].Add(f, s.rng)
 	}
 	return engineKey{w.id, f.DPRank}, nil
 }
@@ -333,10 +290,10 @@ func (s *FPMStore) Snapshot(now time.Time, maxAge time.Duration) (scaling.FPMObs
 	slices.SortFunc(obs.Decode, byKey)
 	slices.Sort(st.Stale)
 	st.StaleWorkers = len(st.Stale)
-	st.Prefill.SamplesSeen = s.samples[0].seen
-	st.Decode.SamplesSeen = s.samples[1].seen
-	obs.PrefillSamples = s.samples[0].take()
-	obs.DecodeSamples = s.samples[1].take()
+	st.Prefill.SamplesSeen = s.samples[0].Seen()
+	st.Decode.SamplesSeen = s.samples[1].Seen()
+	obs.PrefillSamples = s.samples[0].Take()
+	obs.DecodeSamples = s.samples[1].Take()
 	st.Prefill.Engines, st.Prefill.Samples = len(obs.Prefill), len(obs.PrefillSamples)
 	st.Decode.Engines, st.Decode.Samples = len(obs.Decode), len(obs.DecodeSamples)
 	return obs, st

@@ -108,6 +108,10 @@ type AheadState struct {
 	// reached aheadITLWatch of the SLA: what the engines really sustain, whatever the perf
 	// model says (0: never seen). It relaxes by aheadEdgeRelax per interval.
 	DecodeEdgeRPS float64 `json:"decode_edge_rps,omitempty"`
+	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
+	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
+	// the decode batch is never sized below what they demonstrate.
+	DecodeShown []ShownBatch `json:"decode_shown,omitempty"`
 	// DecodeConcurrency are the decode pool's concurrency at the newest ticks, over the last
 	// lead time.
 	DecodeConcurrency []float64 `json:"decode_concurrency,omitempty"`
@@ -133,6 +137,7 @@ func (a *AheadState) clone() *AheadState {
 	c.Count, c.ISL, c.OSL, c.Covered = slices.Clone(a.Count), slices.Clone(a.ISL), slices.Clone(a.OSL), slices.Clone(a.Covered)
 	c.Recent, c.RecentBucket = slices.Clone(a.Recent), slices.Clone(a.RecentBucket)
 	c.DecodeConcurrency = slices.Clone(a.DecodeConcurrency)
+	c.DecodeShown = slices.Clone(a.DecodeShown)
 	c.PrefillService, c.DecodeBatch = slices.Clone(a.PrefillService), slices.Clone(a.DecodeBatch)
 	c.NeedPrefill, c.NeedDecode = slices.Clone(a.NeedPrefill), slices.Clone(a.NeedDecode)
 	if a.UpPrefill != nil {
@@ -521,18 +526,16 @@ func (t *tick) ahead() Decision {
 		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
 	}
 	t.measureStartup()
+	t.learnDecodeShown()
 
 	tr := t.in.Traffic
 	switch {
 	case tr == nil || tr.NumReq == nil || !finite(*tr.NumReq) || *tr.NumReq < 0 || !(tr.DurationS > 0) || math.IsInf(tr.DurationS, 0):
 		return hold(ReasonNoTrafficData, "traffic unreadable: holding (never read as zero demand)")
-	case *tr.NumReq > 0 && (tr.ISL == nil || tr.OSL == nil || !finite(*tr.ISL) || !finite(*tr.OSL) || *tr.ISL < 0 || *tr.OSL < 0):
-		return hold(ReasonNoTrafficData, "requests counted but their lengths are unreadable: holding")
 	}
-	var isl, osl float64
-	if *tr.NumReq > 0 {
-		isl, osl = *tr.ISL, *tr.OSL
-		t.st.LastISL, t.st.LastOSL = ptr(isl), ptr(osl)
+	isl, osl, ok := t.aheadLengths(tr)
+	if !ok {
+		return hold(ReasonNoTrafficData, "requests counted but their lengths are unreadable and none were seen before: holding")
 	}
 	first := len(a.Count) == 0
 	a.record(t.in.Now, tr.DurationS, *tr.NumReq, isl, osl)
@@ -669,7 +672,14 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	}
 	// Requests per second per engine at a batch: the capacity point's time per request.
 	perRequest := float64(capacity.BatchSize) / capacity.RPS
+	// The slowest estimate of the lead time, but never below a batch the engines ran within
+	// the SLA at the sizing context: a refit on one burst's iterations can swing far below it.
+	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
 	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
+	source := "at the ITL SLA"
+	if shown := aheadShownShare * shownBatch(t.st.Ahead.DecodeShown, ctx); shown > b {
+		b, source = shown, fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA (the perf model says %.0f)", 100*aheadShownShare, b)
+	}
 	z := aheadDecodeSpreadZ
 	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
 	perEngine := keep / perRequest
@@ -682,7 +692,6 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// What the engines really hold (which carries the bursts too short for the traffic's
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
 	// SLA batch.
-	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
 	held := t.observeConcurrency(m, ctx, lead)
 	if m := int(math.Ceil(held / keep)); m > n {
 		n = m
@@ -696,8 +705,8 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			t.diag.EstimatedITLMs = ptr(itl / t.acceptLength() * 1000)
 		}
 	}
-	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA; %.0f requests held at the %.0f%% quantile)",
-		n, rate, backlog, perEngine, keep, b, held, 100*(1-aheadBurstShare)), true
+	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f %s; %.0f requests held at the %.0f%% quantile)",
+		n, rate, backlog, perEngine, keep, b, source, held, 100*(1-aheadBurstShare)), true
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped
@@ -748,19 +757,19 @@ func (t *tick) window(h *[]float64, v, lead float64) []float64 {
 	return *h
 }
 
-// observeConcurrency records the decode pool's concurrency — the running plus queued
-// requests of its FPMs or, when the observed mean ITL nears the SLA (aheadITLWatch) and
-// that is more, the batch the observed mean ITL implies on each ready engine (per the perf
-// model, at context ctx), which also sees the bursts between two ticks — and returns the
-// (1 − aheadBurstShare) quantile of the last window seconds' (0 without any).
+// observeConcurrency records the decode pool's concurrency — per engine, the most running
+// plus queued requests its FPMs since the last tick show (the latest and the samples), summed
+// over the engines; or, when there are no samples (a feed of the latest FPMs only) and the
+// observed mean ITL nears the SLA (aheadITLWatch), the batch that ITL implies on each ready
+// engine per the perf model at context ctx, when that is more: either sees the bursts
+// between two ticks — and returns the (1 − aheadBurstShare) quantile of the last window
+// seconds' (0 without any). The samples are preferred: they are what the engines held, where
+// the implied batch is only as good as the perf model, which a refit on one burst can skew.
 func (t *tick) observeConcurrency(m *perf.EngineModel, ctx, window float64) float64 {
 	a := t.st.Ahead
 	tr := t.in.Traffic
-	var c float64
-	for _, s := range t.stats(Decode) {
-		c += float64(s.Scheduled.NumDecodeRequests + s.Queued.NumDecodeRequests)
-	}
-	if tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs > aheadITLWatch*t.p.cfg.ITLMs && t.current(Decode) > 0 {
+	c, sampled := t.sampledConcurrency()
+	if !sampled && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs > aheadITLWatch*t.p.cfg.ITLMs && t.current(Decode) > 0 {
 		c = math.Max(c, float64(t.current(Decode))*impliedBatch(m, ctx, *tr.ITLMs/1000*t.acceptLength()))
 	}
 	sorted := slices.Clone(t.window(&a.DecodeConcurrency, c, window))
@@ -797,7 +806,8 @@ func impliedBatch(m *perf.EngineModel, ctx, itl float64) float64 {
 	return lo
 }
 
-// measureStartup measures the startup delay on the scale-ups that became ready.
+// measureStartup measures the startup delay on the scale-ups that became ready: from the
+// decision to the middle of the interval in which the engines became ready (readyWithin).
 func (t *tick) measureStartup() {
 	a := t.st.Ahead
 	for _, c := range t.pools() {
@@ -811,6 +821,7 @@ func (t *tick) measureStartup() {
 		took := t.in.Now - (*up).At
 		switch {
 		case t.current(c) >= (*up).Replicas:
+			took = readyWithin(took, t.p.loadI)
 			if a.StartupS == 0 {
 				a.StartupS = took
 			} else {

@@ -378,9 +378,16 @@ func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.metrics.RequestStarted()
-	out, err := f.complete(r.Context(), cr, start)
+	// TTFT and ISL are observed at the first token (the prefill's answer; an aggregated
+	// engine answers only at the end), OSL at completion, as Dynamo's frontend does.
+	firstSeen := false
+	firstToken := func(ttftMs float64) {
+		f.metrics.FirstToken(cr.ISL, time.Duration(ttftMs*float64(time.Millisecond)))
+		firstSeen = true
+	}
+	out, err := f.complete(r.Context(), cr, start, firstToken)
 	if err != nil {
-		f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL, Duration: f.now().Sub(start), Err: true})
+		f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL, Duration: f.now().Sub(start), Err: true, FirstTokenObserved: firstSeen})
 		code := http.StatusBadGateway
 		var ne errNoEngine
 		if errors.As(err, &ne) {
@@ -389,7 +396,7 @@ func (f *Frontend) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL,
+	f.metrics.RequestFinished(Completed{ISL: cr.ISL, OSL: cr.OSL, FirstTokenObserved: firstSeen,
 		TTFT: time.Duration(out.TTFTMs * float64(time.Millisecond)), Duration: time.Duration(out.DurationMs * float64(time.Millisecond))})
 	writeJSON(w, out)
 }
@@ -414,7 +421,9 @@ func (f *Frontend) checkHashIDs(cr loadgen.CompletionRequest) error {
 	return nil
 }
 
-func (f *Frontend) complete(ctx context.Context, cr loadgen.CompletionRequest, start time.Time) (loadgen.CompletionResponse, error) {
+// complete runs a request on the engines; firstToken is called with the TTFT in milliseconds
+// once the first token is known.
+func (f *Frontend) complete(ctx context.Context, cr loadgen.CompletionRequest, start time.Time, firstToken func(ttftMs float64)) (loadgen.CompletionResponse, error) {
 	id := strconv.FormatUint(f.seq.Add(1), 10)
 	ms := func(t time.Time) float64 { return float64(t.Sub(start)) / float64(time.Millisecond) }
 	if f.o.Mode == Aggregated {
@@ -422,14 +431,17 @@ func (f *Frontend) complete(ctx context.Context, cr loadgen.CompletionRequest, s
 		if err != nil {
 			return loadgen.CompletionResponse{}, err
 		}
-		return loadgen.CompletionResponse{TTFTMs: ms(engineapi.UnixNano(resp.FirstTokenUnixNano)),
-			DurationMs: ms(engineapi.UnixNano(resp.FinishedUnixNano)), DecodeWorker: resp.Worker}, nil
+		out := loadgen.CompletionResponse{TTFTMs: ms(engineapi.UnixNano(resp.FirstTokenUnixNano)),
+			DurationMs: ms(engineapi.UnixNano(resp.FinishedUnixNano)), DecodeWorker: resp.Worker}
+		firstToken(out.TTFTMs)
+		return out, nil
 	}
 	pre, err := f.call(ctx, engineapi.RolePrefill, engineapi.GenerateRequest{ID: id, Phase: engineapi.PhasePrefill, ISL: cr.ISL, OSL: cr.OSL, HashIDs: cr.HashIDs})
 	if err != nil {
 		return loadgen.CompletionResponse{}, err
 	}
 	out := loadgen.CompletionResponse{TTFTMs: ms(engineapi.UnixNano(pre.FirstTokenUnixNano)), PrefillWorker: pre.Worker}
+	firstToken(out.TTFTMs)
 	if cr.OSL == 1 {
 		out.DurationMs = out.TTFTMs
 		return out, nil

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmplanner/planner/sim/engineapi"
@@ -97,4 +99,39 @@ func TestFrontendRoutesAndSkipsRefusingEngines(t *testing.T) {
 
 	// Metrics: 4 started, 3 succeeded, 1 failed.
 	require.Equal(t, 4.0, testutil.ToFloat64(f.metrics.started))
+}
+
+// TestFrontend_ISLAtFirstTokenOSLAtCompletion: a disaggregated request's TTFT and ISL are
+// observed when its prefill answers (its first token), its OSL only when it completes, as
+// Dynamo's frontend observes them.
+func TestFrontend_ISLAtFirstTokenOSLAtCompletion(t *testing.T) {
+	f, err := New(Options{Model: "M", Namespace: "demo", Mode: Disaggregated})
+	require.NoError(t, err)
+	var calls atomic.Int64
+	p0 := fakeEngine(t, "p0", 0, nil, &calls)
+	decoding, release := make(chan struct{}), make(chan struct{})
+	d0 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(decoding)
+		<-release
+		_ = json.NewEncoder(w).Encode(engineapi.GenerateResponse{Worker: "d0", FinishedUnixNano: time.Now().UnixNano()})
+	}))
+	t.Cleanup(d0.Close)
+	for _, reg := range []engineapi.Registration{{Name: "p0", Role: "prefill", URL: p0.URL}, {Name: "d0", Role: "decode", URL: d0.URL}} {
+		require.Equal(t, http.StatusOK, post(t, f, engineapi.PathEngines, reg).Code)
+	}
+	count := func(h prometheus.Histogram) uint64 {
+		var m dto.Metric
+		require.NoError(t, h.Write(&m))
+		return m.GetHistogram().GetSampleCount()
+	}
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- post(t, f, "/v1/completions", loadgen.CompletionRequest{ISL: 3000, OSL: 40}) }()
+	<-decoding // the first token is out; the request is decoding
+	require.Equal(t, uint64(1), count(f.metrics.isl), "the ISL at the first token")
+	require.Equal(t, uint64(1), count(f.metrics.ttft), "the TTFT with it")
+	require.Zero(t, count(f.metrics.osl), "no OSL before completion")
+	close(release)
+	require.Equal(t, http.StatusOK, (<-done).Code)
+	require.Equal(t, uint64(1), count(f.metrics.osl), "the OSL at completion")
+	require.Equal(t, uint64(1), count(f.metrics.isl), "the ISL once")
 }

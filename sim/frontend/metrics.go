@@ -46,6 +46,8 @@ type Completed struct {
 	TTFT, Duration time.Duration
 	// Err marks a request that failed (no token was delivered).
 	Err bool
+	// FirstTokenObserved marks a request whose TTFT and ISL FirstToken already observed.
+	FirstTokenObserved bool
 }
 
 // Metrics are one frontend's Dynamo metrics for one model. The labels model (lower-cased, as
@@ -107,12 +109,22 @@ func (m *Metrics) RequestStarted() {
 	m.inflight.Inc()
 }
 
+// FirstToken observes a request's TTFT and ISL when its first token is delivered, as Dynamo's
+// frontend does (its response collector observes both with the first response; the ISL only
+// then, not at admission). The request's RequestFinished then has FirstTokenObserved set.
+func (m *Metrics) FirstToken(isl int, ttft time.Duration) {
+	m.ttft.Observe(ttft.Seconds())
+	m.isl.Observe(float64(isl))
+}
+
 // RequestFinished records a finished request, as Dynamo's frontend does: it lowers the
 // in-flight gauge, counts requests_total with status success or error and observes the request
-// duration. A successful request also observes TTFT, ISL, OSL and the inter-token latency as
-// OSL−1 observations of (Duration−TTFT)/(OSL−1) (none when OSL ≤ 1): Dynamo observes each
-// token after the first once, with its chunk's per-token gap, so the histogram's mean is the
-// per-token mean. A failed request delivered no token and observes no token metric.
+// duration. A successful request also observes the OSL (Dynamo observes it when the request's
+// response collector is dropped, at completion), TTFT and ISL unless FirstToken observed them
+// at its first token, and the inter-token latency as OSL−1 observations of
+// (Duration−TTFT)/(OSL−1) (none when OSL ≤ 1): Dynamo observes each token after the first
+// once, with its chunk's per-token gap, so the histogram's mean is the per-token mean. A
+// failed request observes no token metric here.
 func (m *Metrics) RequestFinished(r Completed) {
 	m.inflight.Dec()
 	m.duration.Observe(r.Duration.Seconds())
@@ -121,8 +133,9 @@ func (m *Metrics) RequestFinished(r Completed) {
 		return
 	}
 	m.success.Inc()
-	m.ttft.Observe(r.TTFT.Seconds())
-	m.isl.Observe(float64(r.ISL))
+	if !r.FirstTokenObserved {
+		m.FirstToken(r.ISL, r.TTFT)
+	}
 	m.osl.Observe(float64(r.OSL))
 	if r.OSL <= 1 {
 		return

@@ -227,3 +227,41 @@ func TestLogBucketsMatchDynamo(t *testing.T) {
 		})
 	}
 }
+
+// TestMetrics_LengthsWhenDynamoObservesThem: the ISL (with the TTFT) is observed at the first
+// token and the OSL at completion, as Dynamo's frontend does; a request whose first token was
+// observed is not observed twice, and one that fails after its first token keeps its ISL and
+// TTFT but observes no OSL.
+func TestMetrics_LengthsWhenDynamoObservesThem(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name                   string
+		finish                 *Completed // nil: still running
+		wantISL, wantOSL       uint64
+		wantISLSum, wantOSLSum float64
+	}{
+		{"first token only: the ISL, no OSL yet", nil, 1, 0, 3000, 0},
+		{"then finished: the OSL, the ISL once", &Completed{ISL: 3000, OSL: 40, TTFT: 90 * ms, Duration: 500 * ms, FirstTokenObserved: true}, 1, 1, 3000, 40},
+		{"failed after the first token", &Completed{ISL: 3000, OSL: 40, Duration: 200 * ms, Err: true, FirstTokenObserved: true}, 1, 0, 3000, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m, err := NewMetrics(reg, "m", "ns")
+			require.NoError(t, err)
+			m.RequestStarted()
+			m.FirstToken(3000, 90*ms)
+			if tc.finish != nil {
+				m.RequestFinished(*tc.finish)
+			}
+			n, s, _ := histogramOf(t, reg, MetricInputTokens)
+			require.Equal(t, tc.wantISL, n)
+			require.InDelta(t, tc.wantISLSum, s, 1e-9)
+			n, s, _ = histogramOf(t, reg, MetricOutputTokens)
+			require.Equal(t, tc.wantOSL, n)
+			require.InDelta(t, tc.wantOSLSum, s, 1e-9)
+			n, _, _ = histogramOf(t, reg, MetricTTFT)
+			require.Equal(t, uint64(1), n, "the TTFT with the ISL")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -77,6 +78,7 @@ func (s *sim) clone() *sim {
 	// long as neither copy's appends are seen by the other, which a full slice expression
 	// guarantees (an append to either reallocates).
 	c.arrivals = s.arrivals[:len(s.arrivals):len(s.arrivals)]
+	c.firstT = s.firstT[:len(s.firstT):len(s.firstT)]
 	c.cumISL = s.cumISL[:len(s.cumISL):len(s.cumISL)]
 	c.cumOSL = s.cumOSL[:len(s.cumOSL):len(s.cumOSL)]
 	c.finT = s.finT[:len(s.finT):len(s.finT)]
@@ -87,6 +89,7 @@ func (s *sim) clone() *sim {
 	c.kvT = s.kvT[:len(s.kvT):len(s.kvT)]
 	c.cumKV = s.cumKV[:len(s.cumKV):len(s.cumKV)]
 	c.stop = func() bool { return c.done == len(c.reqs) }
+	c.rng = rand.New(rand.NewPCG(0x6670, 0x6d)) // its own draws: the copies may run at once
 	c.watch = nil
 	c.o.Progress = nil
 	return &c

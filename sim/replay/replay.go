@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
@@ -231,6 +232,7 @@ type pool struct {
 	lastSign int
 	started  int // engines started by scaling (not the initial ones)
 	rt       router.Router
+	samples  perf.FPMReservoir  // the pool's pass FPMs since the last FPM observation
 	cands    []router.Candidate // scratch
 	candReps []*replica         // scratch
 }
@@ -279,15 +281,19 @@ type sim struct {
 	end     float64 // the replay's bound: last arrival + horizon
 	tail    bool    // the passes' start at now is still to do (see advanceTo)
 	stop    func() bool
-	watch   *watch // requests whose outcome an oracle evaluation counts (nil: none)
+	watch   *watch     // requests whose outcome an oracle evaluation counts (nil: none)
+	rng     *rand.Rand // the FPM reservoirs' draws (fixed seed, as observe.FPMStore's)
 
 	progressEvery, progressNext int
 
-	// traffic windows: prefix sums over arrivals (in arrival order) and finishes
+	// traffic windows, observed when Dynamo's frontend observes them: arrivals (the request
+	// count), first tokens (TTFT and ISL) and finishes (OSL, ITL and duration), each a time
+	// series with prefix sums
 	arrivals        []float64
-	cumISL, cumOSL  []float64
+	firstT          []float64
+	cumTTFT, cumISL []float64
 	finT            []float64
-	cumTTFT, cumDur []float64
+	cumOSL, cumDur  []float64
 	itlT            []float64
 	cumITL          []float64
 	kvT             []float64 // KV router hit rates, by routing time
@@ -354,8 +360,9 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	s := &sim{o: o, reqs: reqs, timing: timing, planner: pl,
-		p: &pool{role: engine.RolePrefill, target: o.InitialPrefill, rt: rt},
-		d: &pool{role: engine.RoleDecode, target: o.InitialDecode, rt: rt}}
+		p:   &pool{role: engine.RolePrefill, target: o.InitialPrefill, rt: rt},
+		d:   &pool{role: engine.RoleDecode, target: o.InitialDecode, rt: rt},
+		rng: rand.New(rand.NewPCG(0x6670, 0x6d))}
 	s.stop = func() bool { return s.done == len(s.reqs) }
 	s.progressEvery = max(1, len(reqs)/100)
 	s.progressNext = s.progressEvery
@@ -598,10 +605,21 @@ func (s *sim) integrate(t float64) {
 
 // arrived records request i's arrival in the traffic windows.
 func (s *sim) arrived(i int) {
-	r := s.reqs[i]
-	s.arrivals = append(s.arrivals, r.Arrival)
-	s.cumISL = append(s.cumISL, s.cumISL[len(s.cumISL)-1]+float64(r.InputTokens))
-	s.cumOSL = append(s.cumOSL, s.cumOSL[len(s.cumOSL)-1]+float64(r.OutputTokens))
+	s.arrivals = append(s.arrivals, s.reqs[i].Arrival)
+}
+
+// firstToken records request i's first token at t: its TTFT and ISL enter the traffic
+// windows then, as Dynamo's frontend observes them with the first response.
+func (s *sim) firstToken(i int, t float64) {
+	rec := &s.res.Requests[i]
+	rec.FirstToken = t
+	rec.TTFTMs = (t - rec.Arrival) * 1000
+	s.firstT = append(s.firstT, t)
+	s.cumTTFT = append(s.cumTTFT, s.cumTTFT[len(s.cumTTFT)-1]+rec.TTFTMs)
+	s.cumISL = append(s.cumISL, s.cumISL[len(s.cumISL)-1]+float64(rec.ISL))
+	if s.watch != nil {
+		s.watch.firstToken(s, i)
+	}
 }
 
 // finished records request i's completion at t.
@@ -614,7 +632,7 @@ func (s *sim) finished(i int, t float64) {
 		s.cumITL = append(s.cumITL, s.cumITL[len(s.cumITL)-1]+rec.ITLMs)
 	}
 	s.finT = append(s.finT, t)
-	s.cumTTFT = append(s.cumTTFT, s.cumTTFT[len(s.cumTTFT)-1]+rec.TTFTMs)
+	s.cumOSL = append(s.cumOSL, s.cumOSL[len(s.cumOSL)-1]+float64(rec.OSL))
 	s.cumDur = append(s.cumDur, s.cumDur[len(s.cumDur)-1]+(t-rec.Arrival))
 	s.completed(i)
 }
@@ -640,16 +658,15 @@ func (s *sim) failed(i int, err error) {
 // deliver handles the events of r's pass that just ended.
 func (s *sim) deliver(pl *pool, r *replica) {
 	r.fpm, r.hasFPM = r.running, true
+	if !r.fpm.IsHeartbeat() {
+		pl.samples.Add(&r.fpm, s.rng)
+	}
 	for _, ev := range r.events {
 		i := int(ev.ID)
 		rec := &s.res.Requests[i]
 		switch {
 		case pl.role == engine.RolePrefill && ev.Kind == engine.EventFirstToken:
-			rec.FirstToken = ev.Time
-			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
-			if s.watch != nil {
-				s.watch.firstToken(s, i)
-			}
+			s.firstToken(i, ev.Time)
 			if rec.OSL <= 1 {
 				s.finished(i, ev.Time)
 			} else {
@@ -658,11 +675,7 @@ func (s *sim) deliver(pl *pool, r *replica) {
 		case pl.role == engine.RoleDecode && ev.Kind == engine.EventFinished:
 			s.finished(i, ev.Time)
 		case pl.role == engine.RoleAggregated && ev.Kind == engine.EventFirstToken:
-			rec.FirstToken = ev.Time
-			rec.TTFTMs = (ev.Time - rec.Arrival) * 1000
-			if s.watch != nil {
-				s.watch.firstToken(s, i)
-			}
+			s.firstToken(i, ev.Time)
 		case pl.role == engine.RoleAggregated && ev.Kind == engine.EventFinished:
 			s.finished(i, ev.Time) // an OSL ≤ 1 request finishes in its first-token pass
 		}
@@ -757,6 +770,15 @@ func (pl *pool) fpms(t float64) []perf.FPM {
 	return out
 }
 
+// fpmObservations are the FPMs a planner tick at t reads, as the live worker's FPM store
+// (observe.FPMStore) gives them: the latest FPM of each ready engine and, per pool, a
+// uniform sample of at most perf.FPMReservoirSize of the passes that ended since the
+// previous read (every engine's, draining ones included), which it then forgets.
+func (s *sim) fpmObservations(t float64) *scaling.FPMObservations {
+	return &scaling.FPMObservations{Prefill: s.p.fpms(t), Decode: s.d.fpms(t),
+		PrefillSamples: s.p.samples.Take(), DecodeSamples: s.d.samples.Take()}
+}
+
 // capabilities are a replica's capabilities, as the workers report them.
 func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
 	cfg := s.o.EngineConfig(role)
@@ -771,21 +793,30 @@ func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
 		MaxNumSeqs: int64(cfg.MaxNumSeqs), MaxKVTokens: int64(blocks * cfg.BlockSize), ContextLength: int64(s.o.ContextLength)}
 }
 
-// traffic is the frontend's traffic over (t − dur, t].
+// traffic is the frontend's traffic over (t − dur, t], as Dynamo's frontend metrics give it:
+// the requests that arrived (requests_started_total), the TTFT and ISL of the requests whose
+// first token came (both observed with the first response), the OSL, ITL and duration of
+// those that finished (observed at completion). A mean without observations is nil, as the
+// Prometheus source reads it, except that an idle window (no arrival) has none at all.
 func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
 	from := t - dur
 	obs := &scaling.TrafficObservation{DurationS: dur}
 	lo := sort.Search(len(s.arrivals), func(i int) bool { return s.arrivals[i] > from })
 	n := len(s.arrivals) - lo
 	obs.NumReq = ptr(float64(n))
-	if n > 0 {
-		obs.ISL = ptr((s.cumISL[len(s.arrivals)] - s.cumISL[lo]) / float64(n))
-		obs.OSL = ptr((s.cumOSL[len(s.arrivals)] - s.cumOSL[lo]) / float64(n))
+	lo = sort.Search(len(s.firstT), func(i int) bool { return s.firstT[i] > from })
+	if m := len(s.firstT) - lo; m > 0 {
+		obs.TTFTMs = ptr((s.cumTTFT[len(s.firstT)] - s.cumTTFT[lo]) / float64(m))
+		if n > 0 {
+			obs.ISL = ptr((s.cumISL[len(s.firstT)] - s.cumISL[lo]) / float64(m))
+		}
 	}
 	lo = sort.Search(len(s.finT), func(i int) bool { return s.finT[i] > from })
-	if n := len(s.finT) - lo; n > 0 {
-		obs.TTFTMs = ptr((s.cumTTFT[len(s.finT)] - s.cumTTFT[lo]) / float64(n))
-		obs.RequestDurationS = ptr((s.cumDur[len(s.finT)] - s.cumDur[lo]) / float64(n))
+	if m := len(s.finT) - lo; m > 0 {
+		if n > 0 {
+			obs.OSL = ptr((s.cumOSL[len(s.finT)] - s.cumOSL[lo]) / float64(m))
+		}
+		obs.RequestDurationS = ptr((s.cumDur[len(s.finT)] - s.cumDur[lo]) / float64(m))
 	}
 	lo = sort.Search(len(s.itlT), func(i int) bool { return s.itlT[i] > from })
 	if n := len(s.itlT) - lo; n > 0 {
@@ -820,7 +851,7 @@ func (s *sim) tick(t float64, tk scaling.Tick) error {
 	w, pc, dc := s.workers(t)
 	in := scaling.Input{Now: t, Workers: w, Capabilities: s.caps}
 	if tk.NeedFPM {
-		in.FPM = &scaling.FPMObservations{Prefill: s.p.fpms(t), Decode: s.d.fpms(t)}
+		in.FPM = s.fpmObservations(t)
 	}
 	if tk.NeedTraffic {
 		in.Traffic = s.traffic(t, tk.TrafficDurationS)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/stretchr/testify/require"
 )
@@ -247,29 +248,36 @@ func TestPoolFPMs_PublishedAtPassEndWithIdleHeartbeats(t *testing.T) {
 	require.Len(t, s.hand, 2)
 }
 
+// TestTraffic_Window: the traffic windows observe what Dynamo's frontend observes when it
+// does: the count at arrival, TTFT and ISL at the first token, OSL and ITL at completion.
 func TestTraffic_Window(t *testing.T) {
 	s, err := newSim(nil, loadOptions(t))
 	require.NoError(t, err)
-	s.reqs = []predict.Request{{Arrival: 1, InputTokens: 100, OutputTokens: 2}, {Arrival: 6, InputTokens: 300, OutputTokens: 1}, {Arrival: 7, InputTokens: 500, OutputTokens: 4}}
-	s.res.Requests = make([]Record, 3)
+	s.reqs = []predict.Request{{Arrival: 1, InputTokens: 100, OutputTokens: 2}, {Arrival: 4, InputTokens: 1000, OutputTokens: 50},
+		{Arrival: 6, InputTokens: 300, OutputTokens: 1}, {Arrival: 7, InputTokens: 500, OutputTokens: 4}}
+	s.res.Requests = make([]Record, len(s.reqs))
+	first := []float64{1.1, 4.2, 6.1, 7.1}
 	for i, r := range s.reqs {
 		s.arrived(i)
-		s.res.Requests[i] = Record{Arrival: r.Arrival, ISL: r.InputTokens, OSL: r.OutputTokens, FirstToken: r.Arrival + 0.1, TTFTMs: 100}
+		s.res.Requests[i] = Record{Arrival: r.Arrival, ISL: r.InputTokens, OSL: r.OutputTokens}
+		s.firstToken(i, first[i])
 	}
-	s.finished(0, 3.1) // ITL 2000 ms, outside the window
-	s.finished(1, 6.1) // OSL 1: no ITL
-	s.finished(2, 7.4) // ITL 100 ms
+	s.finished(0, 3.1) // ITL 2000 ms
+	s.finished(2, 6.1) // OSL 1: no ITL
+	s.finished(3, 7.4) // ITL 100 ms
+	s.finished(1, 9.0) // the long one, started before the last five seconds: ITL 4800/49 ms
 
 	tests := []struct {
-		name     string
-		now, dur float64
-		numReq   float64
-		isl      *float64
-		ttft     *float64
-		itl      *float64
+		name      string
+		now, dur  float64
+		numReq    float64
+		isl, osl  *float64
+		ttft, itl *float64
 	}{
-		{name: "last five seconds", now: 10, dur: 5, numReq: 2, isl: ptr(400.0), ttft: ptr(100.0), itl: ptr(100.0)},
-		{name: "everything", now: 10, dur: 10, numReq: 3, isl: ptr(300.0), ttft: ptr(100.0), itl: ptr(1050.0)},
+		{name: "last five seconds: the OSL of what finished, the long one included", now: 10, dur: 5, numReq: 2,
+			isl: ptr(400.0), osl: ptr((1 + 4 + 50) / 3.0), ttft: ptr(100.0), itl: ptr((100 + 4800.0/49) / 2)},
+		{name: "everything", now: 10, dur: 10, numReq: 4,
+			isl: ptr(1900 / 4.0), osl: ptr(57 / 4.0), ttft: ptr(125.0), itl: ptr((2000 + 100 + 4800.0/49) / 3)},
 		{name: "empty window", now: 20, dur: 5, numReq: 0},
 	}
 	for _, tc := range tests {
@@ -279,10 +287,23 @@ func TestTraffic_Window(t *testing.T) {
 			require.NotNil(t, obs.NumReq, "a count is always observed, zero included")
 			require.InDelta(t, tc.numReq, *obs.NumReq, 1e-12)
 			requirePtr(t, tc.isl, obs.ISL)
+			requirePtr(t, tc.osl, obs.OSL)
 			requirePtr(t, tc.ttft, obs.TTFTMs)
 			requirePtr(t, tc.itl, obs.ITLMs)
 		})
 	}
+
+	// Arrived and started, none finished yet: the ISL is known, the OSL is not.
+	s, err = newSim(nil, loadOptions(t))
+	require.NoError(t, err)
+	s.reqs = []predict.Request{{Arrival: 4, InputTokens: 1000, OutputTokens: 50}}
+	s.res.Requests = []Record{{Arrival: 4, ISL: 1000, OSL: 50}}
+	s.arrived(0)
+	s.firstToken(0, 4.2)
+	obs := s.traffic(5, 5)
+	requirePtr(t, ptr(1000.0), obs.ISL)
+	require.Nil(t, obs.OSL)
+	requirePtr(t, ptr(200.0), obs.TTFTMs)
 }
 
 func requirePtr(t *testing.T, want, got *float64) {
@@ -311,4 +332,43 @@ func TestScore(t *testing.T) {
 	require.InDelta(t, 0.4, sc.Goodput, 1e-12)
 	require.Equal(t, 100.0, sc.TTFT.P50)
 	require.Zero(t, Score(recs, 200, 10, 100).Goodput, "nothing to score")
+}
+
+func TestFPMObservations_SampleThePassesSinceTheLastRead(t *testing.T) {
+	tests := []struct {
+		name        string
+		passes      int // decode passes delivered before the read (one heartbeat among them)
+		wantSamples int
+	}{
+		{"no pass: no samples", 0, 0},
+		{"a few passes: every one", 5, 5},
+		{"more than the reservoir: a uniform sample of its size", 500, perf.FPMReservoirSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := newSim(nil, loadOptions(t))
+			require.NoError(t, err)
+			require.NoError(t, s.add(s.d, 0))
+			rep := s.d.reps[len(s.d.reps)-1]
+			for i := range tc.passes {
+				rep.running = perf.FPM{Version: perf.FPMVersion, WorkerID: rep.id, CounterID: int64(i), WallTime: 0.005,
+					Scheduled: perf.ScheduledRequests{NumDecodeRequests: int64(i%7 + 1)}}
+				s.deliver(s.d, rep)
+			}
+			rep.running = perf.FPM{Version: perf.FPMVersion, WorkerID: rep.id} // a heartbeat: never a sample
+			s.deliver(s.d, rep)
+
+			obs := s.fpmObservations(1)
+			require.Len(t, obs.DecodeSamples, tc.wantSamples)
+			require.Empty(t, obs.PrefillSamples, "no prefill pass ran")
+			for i, f := range obs.DecodeSamples {
+				require.False(t, f.IsHeartbeat())
+				if i > 0 {
+					require.Less(t, obs.DecodeSamples[i-1].CounterID, f.CounterID, "in arrival order")
+				}
+			}
+			require.Len(t, obs.Decode, len(s.d.reps), "the latest FPM of each ready engine")
+			require.Empty(t, s.fpmObservations(2).DecodeSamples, "a read forgets the samples it returned")
+		})
+	}
 }

@@ -125,7 +125,8 @@ func (st *Stepper) Apply(_ context.Context, decisionID int64, targets connectors
 }
 
 // ReadFPM returns the latest FPM of every ready engine (a heartbeat for an idle one) at the
-// clock's time; the wall time it is given is not used.
+// clock's time and a sample of the passes since the previous read, as the live worker's FPM
+// store does; the wall time it is given is not used.
 func (st *Stepper) ReadFPM(time.Time) (*scaling.FPMObservations, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -133,7 +134,7 @@ func (st *Stepper) ReadFPM(time.Time) (*scaling.FPMObservations, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scaling.FPMObservations{Prefill: st.s.p.fpms(t), Decode: st.s.d.fpms(t)}, nil
+	return st.s.fpmObservations(t), nil
 }
 
 // Traffic returns the frontend's traffic over the window ending at the clock's time.

@@ -1,0 +1,174 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/llmplanner/planner/perf"
+)
+
+// The ahead policy's guards against what the live path really feeds it (docs/policy.md,
+// "Robustness"). Fixed, the same for every deployment and trace.
+const (
+	// aheadShownPoints bounds the decode batches kept as demonstrated within the ITL SLA.
+	aheadShownPoints = 16
+	// aheadShownShare is the share of a demonstrated decode batch the sizing relies on: the
+	// largest batch shown within the SLA is at its edge by construction, so relying on all of
+	// it would size the pool where any larger batch breaks the SLA; a perf model within 20%
+	// of it is left alone.
+	aheadShownShare = 0.8
+	// aheadShownDecay is how fast a demonstrated decode batch is forgotten, per interval
+	// (halves in about 350 intervals): engines that became slower stop vouching for it.
+	aheadShownDecay = 0.002
+)
+
+// ShownBatch is a decode iteration an engine ran within the ITL SLA: N requests holding KV
+// tokens of context. An iteration's time grows with both, so any batch with at most N
+// requests and at most KV tokens is as fast.
+type ShownBatch struct {
+	N  float64 `json:"n"`
+	KV float64 `json:"kv"`
+}
+
+// learnDecodeShown adds the decode iterations of this tick's FPMs (the latest per engine and
+// the samples since the last tick) that ran within the ITL SLA to the demonstrated batches:
+// the Pareto frontier of (requests, KV tokens), at most aheadShownPoints of it, each decayed
+// by aheadShownDecay per interval.
+func (t *tick) learnDecodeShown() {
+	a := t.st.Ahead
+	for i := range a.DecodeShown {
+		a.DecodeShown[i].N *= 1 - aheadShownDecay
+		a.DecodeShown[i].KV *= 1 - aheadShownDecay
+	}
+	if t.in.FPM == nil {
+		return
+	}
+	limit := t.p.cfg.ITLMs / 1000 * t.acceptLength() // an iteration's seconds at the SLA
+	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
+		for _, f := range fs {
+			n, kv := float64(f.Scheduled.NumDecodeRequests), float64(f.Scheduled.SumDecodeKVTokens)
+			if f.Version != perf.FPMVersion || f.IsHeartbeat() || !finite(f.WallTime) || f.WallTime > limit || n < 1 || kv < 0 {
+				continue
+			}
+			a.DecodeShown = addShown(a.DecodeShown, ShownBatch{N: n, KV: kv})
+		}
+	}
+}
+
+// addShown adds p to the frontier f unless a point of it dominates p, removing the points p
+// dominates; past aheadShownPoints the point with the fewest requests goes.
+func addShown(f []ShownBatch, p ShownBatch) []ShownBatch {
+	for _, q := range f {
+		if q.N >= p.N && q.KV >= p.KV {
+			return f
+		}
+	}
+	f = slices.DeleteFunc(f, func(q ShownBatch) bool { return p.N >= q.N && p.KV >= q.KV })
+	f = append(f, p)
+	if len(f) > aheadShownPoints {
+		i := 0
+		for j := range f {
+			if f[j].N < f[i].N {
+				i = j
+			}
+		}
+		f = slices.Delete(f, i, i+1)
+	}
+	return f
+}
+
+// shownBatch is the largest decode batch of requests at mean context ctx that an engine has
+// run within the ITL SLA: a demonstrated iteration of N requests and KV tokens vouches for
+// min(N, KV/ctx) of them (0 without any).
+func shownBatch(f []ShownBatch, ctx float64) float64 {
+	var b float64
+	for _, q := range f {
+		b = math.Max(b, math.Min(q.N, q.KV/math.Max(1, ctx)))
+	}
+	return b
+}
+
+// sampledConcurrency is the decode pool's concurrency as this tick's FPMs show it: per engine
+// (worker_id, dp_rank), the most requests running plus queued in its latest FPM or any of the
+// samples since the last tick, summed over the engines; and whether there were samples.
+// The samples see the bursts between two ticks the latest FPMs miss.
+func (t *tick) sampledConcurrency() (float64, bool) {
+	if t.in.FPM == nil {
+		return 0, false
+	}
+	type key struct {
+		worker string
+		rank   int64
+	}
+	most := map[key]int64{}
+	var order []key // the engines in first-seen order: the sum does not depend on map order
+	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
+		for _, f := range fs {
+			if f.Version != perf.FPMVersion {
+				continue
+			}
+			k := key{f.WorkerID, f.DPRank}
+			v, seen := most[k]
+			if !seen {
+				order = append(order, k)
+			}
+			most[k] = max(v, f.Scheduled.NumDecodeRequests+f.Queued.NumDecodeRequests)
+		}
+	}
+	var c float64
+	for _, k := range order {
+		c += float64(most[k])
+	}
+	return c, len(t.in.FPM.DecodeSamples) > 0
+}
+
+// aheadLengths are the mean ISL and OSL to record for this tick's traffic window (0 for an
+// idle one). The frontend observes a request's ISL at its first token and its OSL at its
+// completion, as Dynamo's does, so a window with arrivals may have neither yet (a burst's
+// first seconds, or requests outlasting the window): a length the window does not give is
+// the recent history's mean (over aheadLengthSeconds), else the last one seen, which leaves
+// the history's mean as it is. Only with none of these it is not ok.
+func (t *tick) aheadLengths(tr *TrafficObservation) (isl, osl float64, ok bool) {
+	if *tr.NumReq == 0 {
+		return 0, 0, true
+	}
+	good := func(v *float64) bool { return v != nil && finite(*v) && *v >= 0 }
+	var hi, ho float64
+	known := false
+	if n, i, o, _ := t.st.Ahead.recent(aheadLengthSeconds); n > 0 {
+		hi, ho, known = i/n, o/n, true
+	} else if t.st.LastISL != nil && t.st.LastOSL != nil {
+		hi, ho, known = *t.st.LastISL, *t.st.LastOSL, true
+	}
+	switch {
+	case good(tr.ISL) && good(tr.OSL):
+		isl, osl = *tr.ISL, *tr.OSL
+	case !known:
+		return 0, 0, false
+	default:
+		isl, osl = hi, ho
+		if good(tr.ISL) {
+			isl = *tr.ISL
+		}
+		if good(tr.OSL) {
+			osl = *tr.OSL
+		}
+		t.diag.note(fmt.Sprintf("ahead: %.0f requests, their ISL or OSL not observed yet (observed at the first token and at completion): the recent means stand in", *tr.NumReq))
+	}
+	t.st.LastISL, t.st.LastOSL = ptr(isl), ptr(osl)
+	return isl, osl, true
+}
+
+// readyWithin is the startup delay of a scale-up first seen ready took seconds after it was
+// decided, by ticks interval seconds apart: the engines became ready at some time in the
+// interval before (the previous tick saw them starting), uniformly as far as the ticks can
+// tell, so the estimate is its middle rather than its end, which overstated the delay by
+// half an interval on average (15 s measured for 10.5–11 s engines at 5 s ticks). A scale-up
+// seen ready at the first tick after it was decided took at most that long: half of it.
+func readyWithin(took, interval float64) float64 {
+	if !(interval > 0) || took <= 0 {
+		return math.Max(0, took)
+	}
+	return took - math.Min(interval, took)/2
+}
