@@ -355,7 +355,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 func (t *tick) aggConcurrency(window float64) float64 {
 	var c float64
 	for _, f := range t.stats(Decode) {
-		c += float64(max(0, f.Scheduled.NumDecodeRequests) + max(0, f.Queued.NumDecodeRequests) + max(0, f.Queued.NumPrefillRequests))
+		c += float64(max(0, f.Scheduled.NumDecodeRequests) + max(0, f.Scheduled.NumPrefillRequests) + max(0, f.Queued.NumDecodeRequests))
 	}
 	sorted := slices.Clone(t.window(&t.st.Ahead.DecodeConcurrency, c, window))
 	slices.Sort(sorted)
