@@ -327,9 +327,6 @@ func (c *Config) validatePolicy(v *validator) {
 	if c.OptimizationTarget != TargetSLA {
 		v.add("scaling_policy", fmt.Sprintf(`"ahead" sizes pools from the perf model and needs optimization_target "sla" (got %q)`, c.OptimizationTarget))
 	}
-	if c.Mode == ModeAgg {
-		v.add("scaling_policy", `"ahead" does not size aggregated deployments yet (mode "agg"); use mode disagg, prefill or decode, or scaling_policy "dynamo"`)
-	}
 	if c.LoadAdjustmentIntervalSeconds < 1 {
 		v.add("load_adjustment_interval_seconds", `must be >= 1 with scaling_policy "ahead" (it is the policy's interval)`)
 	}

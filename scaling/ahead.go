@@ -584,6 +584,9 @@ func (t *tick) ahead() Decision {
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
 // over the lead time).
 func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bool) {
+	if t.p.cfg.Mode == config.ModeAgg {
+		return t.aheadAggSize(f, lead) // ahead_agg.go
+	}
 	limit := 1 << 16
 	if g := t.gpuCost(c); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
@@ -714,7 +717,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 	a := t.st.Ahead
 	tr := t.in.Traffic
-	ready := t.current(Prefill)
+	ready := t.current(t.promptPool())
 	load := f.Level * service
 	if tr.TTFTMs == nil || !finite(*tr.TTFTMs) || *tr.TTFTMs < 0 || ready < 1 || float64(ready) <= load {
 		return math.Max(0, a.ExcessWait)

@@ -264,7 +264,7 @@ func TestAheadConfig(t *testing.T) {
 	c.OptimizationTarget = config.TargetThroughput
 	require.ErrorContains(t, c.Validate(), "scaling_policy")
 	c = slaConfig(func(c *config.Config) { c.ScalingPolicy, c.Mode = "ahead", config.ModeAgg })
-	require.ErrorContains(t, c.Validate(), "agg")
+	require.NoError(t, c.Validate(), "ahead sizes aggregated deployments (ahead_agg.go)")
 	c = slaConfig(func(c *config.Config) { c.ExpectedStartupSeconds = 30 })
 	require.ErrorContains(t, c.Validate(), "expected_startup_seconds", "only with the ahead policy")
 	c = slaConfig(func(c *config.Config) { c.ScalingPolicy, c.ExpectedStartupSeconds = "ahead", 7200 })

@@ -76,6 +76,14 @@ func TestPlannerWorkflow_DecidesLikeTheDirectReplay(t *testing.T) {
 		require.NoError(t, cfg.Validate())
 		twoPaths(t, cfg)
 	})
+	// This planner's own policy on the aggregated pool (scaling/ahead_agg.go).
+	t.Run("agg-ahead", func(t *testing.T) {
+		cfg := simConfig(t)
+		cfg.Mode, cfg.ScalingPolicy = config.ModeAgg, config.PolicyAhead
+		cfg.TTFTMs, cfg.ITLMs = 500, 50
+		require.NoError(t, cfg.Validate())
+		twoPaths(t, cfg)
+	})
 }
 
 func twoPaths(t *testing.T, cfg config.Config) {

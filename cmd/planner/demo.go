@@ -65,8 +65,8 @@ model_name: nvidia/Llama-3.1-8B-Instruct-FP8
 `
 
 // demoAggConfig is the planner configuration of the demo's aggregated deployment (--mode
-// agg): Dynamo's SLA planner on the one pool of aggregated engines (the ahead policy does not
-// size aggregated deployments), its load loop every 5 s deciding from the 2-D regression of
+// agg): Dynamo's SLA planner on the one pool of aggregated engines (a --config with
+// scaling_policy ahead runs this planner's policy on them instead), its load loop every 5 s deciding from the 2-D regression of
 // the engines' FPMs, at SLAs an aggregated engine with chunked prefill can meet.
 const demoAggConfig = `
 mode: agg

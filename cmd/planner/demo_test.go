@@ -83,6 +83,29 @@ min_endpoint: 1
 	require.Equal(t, 1, last.ReadyDecode, "after the step, the aggregated pool is back at its minimum")
 }
 
+// TestDemoEndToEnd_AggAhead is the aggregated demo with this planner's own policy
+// (scaling_policy ahead sizing the one pool with its aggregated capacity model): up under the
+// step, back down after it. It reads the frontend's traffic, so the namespace is the demo's.
+func TestDemoEndToEnd_AggAhead(t *testing.T) {
+	sum := runDemoForTest(t, "agg", `
+mode: agg
+environment: local
+namespace: demo
+optimization_target: sla
+scaling_policy: ahead
+expected_startup_seconds: 3
+ttft_ms: 500
+itl_ms: 50
+load_adjustment_interval: 5
+max_gpu_budget: 8
+min_endpoint: 1
+`, [][2]float64{{8, 4}, {22, 40}, {30, 3}})
+	require.Zero(t, sum.PeakPrefill, "an aggregated deployment has no prefill pool")
+	require.GreaterOrEqual(t, sum.PeakDecode, 2, "the load step scales the aggregated pool up")
+	last := sum.Timeline[len(sum.Timeline)-1]
+	require.Less(t, last.ReadyDecode, sum.PeakDecode, "after the step, the aggregated pool shrinks")
+}
+
 // runDemoForTest runs `planner demo --mode mode` with a planner config on a step trace and
 // checks what every run must show: every request served, a scale-up and a scale-down
 // decided, a report, the planner listed by its search attributes, nothing left running. It

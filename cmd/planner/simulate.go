@@ -34,7 +34,6 @@ type simulateOptions struct {
 	compare, policies            string
 	baselines                    string
 	startup, mode                string
-	baselinesSet                 bool
 	router, prefixCache          string
 	goodputTarget                float64
 	sweep, predictors            string
@@ -54,7 +53,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.compare, "compare", "", "comma-separated planner config files to compare as extra policies (named after their files)")
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")
 	fs.StringVar(&o.baselines, "baselines", "oracle,static,ahead,dynamo-sla,dynamo-default", "baselines to run: oracle, static, ahead, dynamo-sla, dynamo-default, or none")
-	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's); agg drops the ahead baseline unless --baselines names it")
+	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's)")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
 	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off)")
@@ -88,7 +87,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("simulate: unexpected arguments %q", fs.Args())
 	}
-	fs.Visit(func(f *flag.Flag) { o.baselinesSet = o.baselinesSet || f.Name == "baselines" })
 	if o.asJSON && o.markdown {
 		return errors.New("simulate: --json and --markdown exclude each other")
 	}
@@ -150,11 +148,7 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	for _, b := range splitList(o.baselines) {
 		switch b {
 		case "none":
-		case evaluate.PolicyAhead:
-			// ahead does not size aggregated deployments: in agg it runs only when asked for
-			// (and is then refused with the config's reason).
-			baselines[b] = sc.Mode != config.ModeAgg || o.baselinesSet
-		case "oracle", "static", evaluate.PolicyDynamoSLA, evaluate.PolicyDynamoDefault:
+		case evaluate.PolicyAhead, "oracle", "static", evaluate.PolicyDynamoSLA, evaluate.PolicyDynamoDefault:
 			baselines[b] = true
 		default:
 			return evaluate.Plan{}, fmt.Errorf("simulate: --baselines: unknown %q (oracle, static, ahead, dynamo-sla, dynamo-default, none)", b)

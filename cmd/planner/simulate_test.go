@@ -111,7 +111,7 @@ func TestSimulate_AggMode(t *testing.T) {
 	trace := writeMooncake(t)
 	var stdout, stderr bytes.Buffer
 	err := runSimulate(context.Background(), []string{"--trace", trace, "--config", cfg, "--mode", "agg", "--out", "",
-		"--baselines", "static,dynamo-default", "--quiet", "--json"}, &stdout, &stderr)
+		"--baselines", "static,ahead,dynamo-default", "--quiet", "--json"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	var rep evaluate.Report
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
@@ -121,15 +121,15 @@ func TestSimulate_AggMode(t *testing.T) {
 		names = append(names, r.Name)
 		require.Zero(t, r.PrefillGPUHours, r.Name)
 	}
-	require.Equal(t, []string{"mine", "dynamo-default", "best-static"}, names)
-	require.Regexp(t, `^\d+ agg$`, rep.Rows[2].Deployment)
+	require.Equal(t, []string{"mine", "ahead", "dynamo-default", "best-static"}, names, "ahead sizes aggregated deployments too")
+	require.Positive(t, rep.Rows[1].GPUHours)
+	require.Regexp(t, `^\d+ agg$`, rep.Rows[3].Deployment)
 
 	for name, tc := range map[string]struct {
 		args []string
 		want string
 	}{
-		"unknown mode":       {[]string{"--trace", trace, "--config", cfg, "--mode", "prefill"}, `--mode "prefill"`},
-		"ahead asked in agg": {[]string{"--trace", trace, "--config", cfg, "--mode", "agg", "--baselines", "ahead"}, `"ahead" does not size aggregated deployments`},
+		"unknown mode": {[]string{"--trace", trace, "--config", cfg, "--mode", "prefill"}, `--mode "prefill"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

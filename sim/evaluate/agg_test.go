@@ -24,7 +24,7 @@ func TestLoadScenario_Agg(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, config.ModeAgg, cfg.Mode, "%s runs aggregated", p.Name)
 	}
-	require.Equal(t, []string{PolicyDynamoSLA, PolicyDynamoDefault}, names, "ahead does not size aggregated deployments")
+	require.Equal(t, BuiltinPolicies, names, "every built-in policy runs aggregated, ahead included")
 	p, d := sc.Deployment(sc.Initial)
 	require.Equal(t, [2]int{0, 2}, [2]int{p, d})
 	require.Equal(t, "3 agg", sc.DeploymentName(sc.Deployment(sc.Static[0])))
@@ -37,7 +37,6 @@ func TestLoadScenario_Agg(t *testing.T) {
 
 	for name, tc := range map[string]struct{ body, want string }{
 		"unknown mode":         {validScenario + "mode: prefill\n", `mode "prefill"`},
-		"ahead in agg":         {aggScenario + "policies: [{name: a, builtin: ahead}]\n", `"ahead" does not size aggregated deployments`},
 		"disagg static in agg": {aggScenario + "static: [[2, 2]]\n", "static[0]: [2 2]: mode agg takes [engines]"},
 		"agg static in disagg": {validScenario + "static: [[4]]\n", "static[0]: [4]: mode disagg takes [prefill, decode]"},
 		"agg static too big":   {aggScenario + "static: [[9]]\n", "static[0]"},
@@ -71,15 +70,30 @@ func TestRun_AggPoliciesOracleAndStatic(t *testing.T) {
 		require.Positive(t, r.GPUHours, r.Name)
 		require.Less(t, rep.LowerBoundGPUHours, r.GPUHours, "%s: nothing beats the lower bound", r.Name)
 	}
-	require.Equal(t, []string{"dynamo-sla", "dynamo-default", "oracle", "best-static", "static 6 agg"}, names)
-	oracle, static := rep.Rows[2], rep.Rows[3]
+	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "static 6 agg"}, names)
+	oracle, static := rep.Rows[3], rep.Rows[4]
 	require.Regexp(t, `^\d+(–\d+)? agg$`, oracle.Deployment)
 	require.Regexp(t, `^\d+ agg$`, static.Deployment)
 	require.GreaterOrEqual(t, oracle.Goodput, 0.9)
 	require.GreaterOrEqual(t, static.Goodput, 0.9)
 	require.Greater(t, static.PeakDecode, 1, "the step needs more than one aggregated engine")
 	require.Less(t, oracle.GPUHours, static.GPUHours, "the oracle follows the step")
-	require.Greater(t, rep.Rows[0].PeakDecode, 1, "dynamo-sla scales the aggregated pool up for the step")
+	require.Greater(t, rep.Rows[1].PeakDecode, 1, "dynamo-sla scales the aggregated pool up for the step")
+
+	// The ahead policy sizes the aggregated pool: up for the step, back down after it.
+	ahead := rep.Rows[0]
+	require.Greater(t, ahead.PeakDecode, 1, "ahead scales the aggregated pool up for the step")
+	var atPeak, after int
+	for _, s := range ahead.Replicas {
+		n := s.Decode.Ready + s.Decode.Starting
+		if s.At <= 240 {
+			atPeak = max(atPeak, n)
+		} else {
+			after = n
+		}
+	}
+	require.Greater(t, atPeak, 1)
+	require.Less(t, after, atPeak, "ahead scales back down after the step")
 	var table strings.Builder
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "1 aggregated engines")

@@ -280,10 +280,6 @@ const (
 	PolicyDynamoDefault = "dynamo-default"
 )
 
-// AggPolicies are the built-in policies that run in mode agg, in table order: ahead does
-// not size aggregated deployments (config rejects scaling_policy ahead with mode agg).
-var AggPolicies = []string{PolicyDynamoSLA, PolicyDynamoDefault}
-
 // builtins are the built-in policies' settings on top of config.Default.
 var builtins = map[string]string{
 	PolicyAhead: `
@@ -399,11 +395,7 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 	if len(sc.Policies) == 0 {
-		builtin := BuiltinPolicies
-		if sc.Mode == config.ModeAgg {
-			builtin = AggPolicies
-		}
-		for _, b := range builtin {
+		for _, b := range BuiltinPolicies {
 			sc.Policies = append(sc.Policies, PolicySpec{Name: b, Builtin: b})
 		}
 	}
@@ -559,9 +551,7 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // PolicyConfig builds a policy's planner configuration: Dynamo's defaults, the policy's
-// settings, then the scenario's SLA, GPU budget and mode, on the virtual environment. The
-// built-in ahead policy in mode agg is refused (config: ahead does not size aggregated
-// deployments).
+// settings, then the scenario's SLA, GPU budget and mode, on the virtual environment.
 func (sc *Scenario) PolicyConfig(p PolicySpec) (config.Config, error) {
 	src, text := p.Name, p.Config
 	switch {

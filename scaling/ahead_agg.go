@@ -1,0 +1,363 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+)
+
+// The ahead policy's sizing of an aggregated pool (mode agg): one pool of engines that run
+// chunked prefill and decode in the same forward passes. The forecast, lead time, holds and
+// decision rules are the disaggregated ones (ahead.go); only the pool's size differs.
+// docs/policy.md ("Aggregated deployments") explains the model.
+
+// aggMaxCount bounds the token and request counts the aggregated capacity model builds from
+// floats (the perf model clamps to 2^32-1 anyway); it keeps every conversion finite.
+const aggMaxCount = 1 << 32
+
+// aggShape is what an aggregated engine is sized for: the mean request, the engine's limits
+// and the ITL SLA.
+type aggShape struct {
+	// ISL is the prompt tokens a request computes (after prefix-cache hits) and OSL its
+	// output tokens; Ctx the KV tokens a decoding request holds on average.
+	ISL, OSL, Ctx float64
+	// Accept is the tokens a decode pass emits per request (speculative decoding, ≥ 1).
+	Accept float64
+	// Chunk is max_num_batched_tokens: the token budget of one pass, decode tokens included.
+	Chunk int64
+	// MaxBatch bounds the running requests (max_num_seqs and the KV capacity over Ctx).
+	MaxBatch int64
+	// ITL is the ITL SLA in seconds.
+	ITL float64
+}
+
+// passFunc is a forward-pass time model (seconds): perf.EngineModel.PassTime.
+type passFunc func(prefillTokens, decodeRequests, decodeKV int64) (float64, bool)
+
+// aggPoint is an aggregated engine's steady state at a mean decode batch.
+type aggPoint struct {
+	// Batch is the mean number of decoding requests.
+	Batch float64
+	// Decode is a pass carrying only the batch's decodes; Prefill the time a mean prompt's
+	// chunks add to the passes that carry them.
+	Decode, Prefill float64
+	// ITL is the mean inter-token latency with the chunks interleaved, RPS the request rate
+	// per engine that keeps the batch (Little).
+	ITL, RPS float64
+	// Fits is false when the prompts arriving per pass do not fit the pass's token budget
+	// beside the decodes (prefill cannot keep up at this batch).
+	Fits bool
+}
+
+// clampCount converts a non-negative token or request count to int64 within aggMaxCount.
+func clampCount(v float64) int64 {
+	if !(v > 0) {
+		return 0
+	}
+	return int64(math.Ceil(math.Min(v, aggMaxCount)))
+}
+
+// at is the engine's steady state at mean decode batch b. A request takes OSL/Accept decode
+// passes; while it decodes, b prompts arrive at its engine (Little: the batch is the
+// arrivals over one request's life), and each stretches the passes by the time its chunks
+// add: a pass lasts Decode + b·Prefill/(OSL/Accept) on average, and that is the ITL (per
+// Accept tokens). ok is false when the pass model fails.
+func (s aggShape) at(pass passFunc, b float64) (aggPoint, bool) {
+	b = math.Max(1, b)
+	kv := clampCount(b * s.Ctx)
+	reqs := clampCount(b)
+	decode, ok := pass(0, reqs, kv)
+	if !ok {
+		return aggPoint{}, false
+	}
+	// The prompt's chunks share each pass's budget with the decodes (vLLM schedules the
+	// running requests first).
+	prefill, ok := s.service(pass, b)
+	if !ok {
+		return aggPoint{}, false
+	}
+	prefill = math.Max(0, prefill-decode*s.chunks(b))
+	passes := math.Max(1, s.OSL/s.Accept)
+	mean := decode + b*prefill/passes
+	p := aggPoint{Batch: b, Decode: decode, Prefill: prefill, ITL: mean / s.Accept}
+	if mean > 0 {
+		p.RPS = b / (passes * mean)
+	}
+	p.Fits = b*s.ISL/passes+b <= float64(s.Chunk)
+	return p, true
+}
+
+// chunks is the number of passes a mean prompt's prefill takes beside a decode batch b.
+func (s aggShape) chunks(b float64) float64 {
+	room := math.Max(1, float64(s.Chunk)-math.Ceil(b))
+	return math.Max(1, math.Ceil(s.ISL/room))
+}
+
+// service is the time (seconds) of the passes that carry a mean prompt's chunks beside a
+// decode batch b: its prefill service time on an aggregated engine.
+func (s aggShape) service(pass passFunc, b float64) (float64, bool) {
+	b = math.Max(0, b)
+	kv, reqs := clampCount(b*s.Ctx), clampCount(b)
+	room := max(1, s.Chunk-clampCount(b))
+	tokens := clampCount(s.ISL)
+	full, tail := tokens/room, tokens%room
+	var total float64
+	if full > 0 {
+		t, ok := pass(room, reqs, kv)
+		if !ok {
+			return 0, false
+		}
+		total += t * float64(full)
+	}
+	if tail > 0 || full == 0 {
+		t, ok := pass(max(1, tail), reqs, kv)
+		if !ok {
+			return 0, false
+		}
+		total += t
+	}
+	if !finite(total) {
+		return 0, false
+	}
+	return total, true
+}
+
+// aggCapacity is the largest mean decode batch (an integer in 1..MaxBatch) whose ITL, with
+// the chunks of the prompts that keep it interleaved, meets the SLA and whose prompts fit
+// the passes' budget: the aggregated engine's SLA batch. eligible is false when not even
+// one request meets it (the batch is then 1). ok is false when the pass model fails or the
+// shape is absurd (no tokens, no budget).
+func aggCapacity(s aggShape, pass passFunc) (batch int64, eligible, ok bool) {
+	if !(s.ISL > 0) || !(s.OSL > 0) || !(s.Ctx > 0) || !(s.Accept >= 1) || !(s.ITL > 0) || s.Chunk < 2 || s.MaxBatch < 1 ||
+		!finite(s.ISL) || !finite(s.OSL) || !finite(s.Ctx) || !finite(s.Accept) || !finite(s.ITL) {
+		return 0, false, false
+	}
+	meets := func(b int64) (bool, bool) {
+		p, ok := s.at(pass, float64(b))
+		return ok && p.Fits && p.ITL <= s.ITL, ok
+	}
+	m, ok := meets(1)
+	if !ok {
+		return 0, false, false
+	}
+	if !m {
+		return 1, false, true
+	}
+	lo, hi := int64(1), min(s.MaxBatch, s.Chunk-1) // lo meets the SLA
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		m, ok := meets(mid)
+		if !ok {
+			return 0, false, false
+		}
+		if m {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, true, true
+}
+
+// aggBatchAt is the mean decode batch (within 0..top) at which an engine serves rps
+// requests per second: the inverse of aggPoint.RPS, which grows with the batch.
+func aggBatchAt(s aggShape, pass passFunc, rps, top float64) float64 {
+	lo, hi := 0.0, math.Max(1, top)
+	for range 40 {
+		mid := (lo + hi) / 2
+		p, ok := s.at(pass, mid)
+		if !ok || p.RPS >= rps {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// aggEngines is the smallest aggregated pool serving rate requests per second (Poisson)
+// such that (a) each engine's mean decode batch stays under keep, the batch whose Poisson
+// spread stays under the SLA batch (perEngine requests per second each), and (b) the
+// prompts' prefill, a queue of engines whose service time is the passes carrying a prompt
+// beside that engine's decodes, meets the TTFT slack (prefillEngines, the disaggregated
+// prefill sizing). ttft is the TTFT SLA in seconds, cs2 the prompt service time's squared
+// coefficient of variation, limit bounds the pool. It also returns the prefill service time
+// at the size found.
+func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2 float64, limit int) (n int, service float64, ok bool) {
+	if !(rate > 0) || !finite(rate) {
+		return 0, 0, true
+	}
+	if !(perEngine > 0) || !finite(perEngine) {
+		return 0, 0, false
+	}
+	n = int(math.Min(float64(limit), math.Ceil(rate/perEngine)))
+	for n = max(1, n); ; n++ {
+		b := aggBatchAt(s, pass, rate/float64(n), keep)
+		service, ok = s.service(pass, b)
+		if !ok {
+			return 0, 0, false
+		}
+		slack := ttft - service
+		var m int
+		if slack <= 0 {
+			// A prompt alone breaks the TTFT SLA: keep the prefill under 70% of the pool.
+			m = int(math.Ceil(math.Min(float64(limit), rate*service/0.7)))
+		} else {
+			m = prefillEngines(rate, service, slack, cs2, limit)
+		}
+		if m <= n || n >= limit {
+			return min(n, limit), service, true
+		}
+		n = m - 1 // the batch shrinks as the pool grows: check m itself
+	}
+}
+
+// promptPool is the component that computes prompts: the aggregated pool (which Dynamo and
+// this planner call decode) in mode agg, else prefill.
+func (t *tick) promptPool() Component {
+	if t.p.cfg.Mode == config.ModeAgg {
+		return Decode
+	}
+	return Prefill
+}
+
+// aheadAggSize is the engines the aggregated pool needs for the forecast plus its queued
+// backlog (cleared over the lead time).
+func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
+	limit := 1 << 16
+	if g := t.gpuCost(Decode); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
+		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
+	}
+	var backlogTokens, backlogReqs, cs2Sum float64
+	cs2N := 0
+	for _, s := range t.stats(Decode) {
+		backlogTokens += float64(s.Queued.SumPrefillTokens)
+		backlogReqs += float64(s.Queued.NumDecodeRequests)
+		if s.Scheduled.NumPrefillRequests > 0 && f.ISL > 0 {
+			cs2Sum += s.Scheduled.VarPrefillLength / (f.ISL * f.ISL)
+			cs2N++
+		}
+	}
+	if f.Rate <= 0 && backlogTokens <= 0 && backlogReqs <= 0 {
+		return 0, "aggregated: no demand", true
+	}
+	m := t.agg
+	if m == nil {
+		return 0, "aggregated: no perf model", false
+	}
+	caps := t.caps.Decode
+	if caps == nil {
+		caps = &EngineCapabilities{}
+	}
+	lim := caps.Limits().WithDefaults()
+	isl, osl := math.Max(1, f.ISL), math.Max(1, f.OSL)
+	s := aggShape{
+		ISL: math.Max(1, isl*(1-perf.ClampKVHitRate(t.kvHitRate()))), OSL: osl, Ctx: isl + osl/2,
+		Accept: t.acceptLength(), Chunk: lim.MaxNumBatchedTokens, ITL: t.p.cfg.ITLMs / 1000,
+	}
+	s.MaxBatch = min(lim.MaxNumSeqs, clampCount(float64(lim.MaxKVTokens)/s.Ctx))
+	batch, eligible, ok := aggCapacity(s, m.PassTime)
+	if !ok {
+		return 0, "aggregated: perf model not ready", false
+	}
+	// The perf model's regression can swing: the smallest SLA batch of the last lead time.
+	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(batch), lead))
+	// Keep the Poisson spread of the batch under the SLA batch, as the decode sizing does:
+	// the prompts arriving over one request's life are the batch too, so the same spread
+	// covers the chunks it sees.
+	z := aheadDecodeSpreadZ
+	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
+	if !eligible {
+		keep = 1
+	}
+	pt, ok := s.at(m.PassTime, keep)
+	if !ok || !(pt.RPS > 0) {
+		return 0, "aggregated: perf model not ready", false
+	}
+	perEngine := pt.RPS
+	// What the engines did: the rate per engine at which the observed ITL neared the SLA,
+	// learned only while the pool is settled (no engine starting): after a scale-up the
+	// engines that were alone under the rise drain their backlog at a high ITL while the new
+	// ones idle, which says nothing about what an engine sustains.
+	edge := t.st.Ahead.DecodeEdgeRPS
+	if t.provisioned(Decode) <= t.current(Decode) {
+		edge = t.learnDecodeEdge(f, lead)
+	}
+	if edge > 0 && edge < perEngine {
+		perEngine = edge
+	}
+	rate := f.Rate + backlogTokens/s.ISL/lead + backlogReqs/lead
+	cs2 := 1.0 // unknown prompt-length spread: exponential service (M/M/c)
+	if cs2N > 0 {
+		cs2 = math.Min(4, cs2Sum/float64(cs2N))
+	}
+	// The prompt's service at the current load, for the wait the queueing model misses.
+	ready := t.current(Decode)
+	nowService := pt.Decode + pt.Prefill
+	if ready > 0 {
+		if v, ok := s.service(m.PassTime, aggBatchAt(s, m.PassTime, f.Level/float64(ready), keep)); ok {
+			nowService = v
+		}
+	}
+	excess := t.learnExcessWait(f, nowService, cs2)
+	n, service, ok := aggEngines(s, m.PassTime, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, limit)
+	if !ok {
+		return 0, "aggregated: perf model not ready", false
+	}
+	// The burst's share of one engine waits about twice the mean excess wait; at most twice
+	// the ready pool per decision, should the latency not be the load's.
+	if slack := t.p.cfg.TTFTMs/1000 - service; slack > 0 && rate > 0 {
+		if e := min(int(math.Ceil(2*aheadBurstTail*excess/slack)), 2*max(1, ready)); e > n {
+			n = min(e, limit)
+		}
+	}
+	// What the engines really hold, within the batch kept.
+	held := t.aggConcurrency(lead)
+	if h := int(math.Ceil(held / keep)); h > n {
+		n = min(h, limit)
+	}
+	t.diag.EngineRPSDecode = ptr(perEngine)
+	if n > 0 {
+		t.diag.EngineRPSPrefill = ptr(rate / float64(n))
+	}
+	// The ready pool at the current rate, as modelled.
+	if ready > 0 && f.Level > 0 {
+		bb := aggBatchAt(s, m.PassTime, f.Level/float64(ready), float64(s.MaxBatch))
+		if p, ok := s.at(m.PassTime, bb); ok {
+			t.diag.EstimatedITLMs = ptr(p.ITL * 1000)
+		}
+		if sv, ok := s.service(m.PassTime, bb); ok {
+			if load := f.Level * sv; float64(ready) > load {
+				wait := erlangC(ready, load)*sv/(float64(ready)-load)*(1+cs2)/2 + excess/float64(ready)
+				t.diag.EstimatedTTFTMs = ptr((sv + wait) * 1000)
+			}
+		}
+	}
+	note := fmt.Sprintf("aggregated %d (%.2f req/s incl. backlog %.0f tokens %.0f requests; %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA with chunks interleaved, %.1f ms of prefill per prompt; prompt service %.0f ms, cs² %.2f, excess wait %.0f ms·engine; %.0f requests held at the %.0f%% quantile)",
+		n, rate, backlogTokens, backlogReqs, perEngine, keep, b, pt.Prefill*1000, service*1000, cs2, excess*1000, held, 100*(1-aheadBurstShare))
+	if !eligible {
+		note += "; not even one request meets the ITL SLA with the chunks interleaved: sized at batch 1"
+	}
+	return min(n, limit), note, true
+}
+
+// aggConcurrency records the aggregated pool's concurrency — the running, preempted and
+// waiting requests of its FPMs — and returns the (1 − aheadBurstShare) quantile of the last
+// window seconds' (0 without any). Unlike the decode pool's, it does not read a batch from
+// the observed ITL: on an aggregated engine that mostly measures the prefill chunks
+// interleaved, which the capacity model accounts for (read through the disaggregated decode
+// model it implied batches three times the engines' and pools of 16 engines where 10 did;
+// read through the aggregated capacity model it cost 10% more GPU-hours for no goodput on
+// the agg scenarios).
+func (t *tick) aggConcurrency(window float64) float64 {
+	var c float64
+	for _, f := range t.stats(Decode) {
+		c += float64(max(0, f.Scheduled.NumDecodeRequests) + max(0, f.Scheduled.NumPrefillRequests) + max(0, f.Queued.NumDecodeRequests))
+	}
+	sorted := slices.Clone(t.window(&t.st.Ahead.DecodeConcurrency, c, window))
+	slices.Sort(sorted)
+	return sorted[min(len(sorted)-1, int(math.Floor((1-aheadBurstShare)*float64(len(sorted)))))]
+}

@@ -1,0 +1,187 @@
+package scaling
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+)
+
+// linearPass is a forward pass of intercept + perToken·prefill + perKV·decodeKV seconds (the
+// aggregated regression's form).
+func linearPass(intercept, perToken, perKV float64) passFunc {
+	return func(p, _, kv int64) (float64, bool) {
+		return intercept + perToken*float64(p) + perKV*float64(kv), true
+	}
+}
+
+// h200Pass is about the H200 profile's engine: 4.3 ms a decode pass plus 0.12 ms per
+// 3,150-token request, 20 µs a prompt token.
+var h200Pass = linearPass(0.0043, 20e-6, 0.12e-3/3150)
+
+func rrShape() aggShape {
+	return aggShape{ISL: 3000, OSL: 300, Ctx: 3150, Accept: 1, Chunk: 8192, MaxBatch: 512, ITL: 0.010}
+}
+
+func TestAggShape_ChunksStretchTheITL(t *testing.T) {
+	s := rrShape()
+	p, ok := s.at(h200Pass, 10)
+	require.True(t, ok)
+	require.InDelta(t, 0.0043+10*0.12e-3, p.Decode, 1e-9, "a decode-only pass")
+	require.InDelta(t, 3000*20e-6, p.Prefill, 1e-9, "a prompt adds its tokens' time to the pass that carries it")
+	// Over a request's 300 passes, 10 prompts arrive (the batch): each adds 60 ms.
+	require.InDelta(t, p.Decode+10*0.060/300, p.ITL, 1e-9)
+	require.InDelta(t, 10/(300*p.ITL), p.RPS, 1e-9, "Little")
+	require.True(t, p.Fits)
+
+	// Without the chunks the ITL would be the decode pass alone: the model is not that.
+	require.Greater(t, p.ITL, p.Decode*1.3)
+
+	// A long prompt takes several passes beside the decodes.
+	long := s
+	long.ISL = 20000
+	require.Equal(t, 3.0, long.chunks(10))
+	sv, ok := long.service(h200Pass, 10)
+	require.True(t, ok)
+	require.InDelta(t, 3*(0.0043+10*0.12e-3)+20000*20e-6, sv, 1e-9)
+}
+
+func TestAggCapacity(t *testing.T) {
+	s := rrShape()
+	b, eligible, ok := aggCapacity(s, h200Pass)
+	require.True(t, ok)
+	require.True(t, eligible)
+	// 4.3 + 0.12 b + 0.2 b ≤ 10 ms: b ≤ 17.8.
+	require.Equal(t, int64(17), b)
+	p, _ := s.at(h200Pass, float64(b))
+	require.LessOrEqual(t, p.ITL, s.ITL)
+	q, _ := s.at(h200Pass, float64(b+1))
+	require.Greater(t, q.ITL, s.ITL, "the largest batch meeting the SLA")
+
+	// A tighter SLA or longer prompts lower the batch; more output tokens (fewer prompts per
+	// pass) raise it.
+	tight := s
+	tight.ITL = 0.008
+	bt, _, _ := aggCapacity(tight, h200Pass)
+	require.Less(t, bt, b)
+	longer := s
+	longer.ISL = 6000
+	bl, _, _ := aggCapacity(longer, h200Pass)
+	require.Less(t, bl, b)
+	chatty := s
+	chatty.OSL = 1000
+	bc, _, _ := aggCapacity(chatty, h200Pass)
+	require.Greater(t, bc, b)
+
+	// Not even one request meets it: batch 1, not eligible.
+	slow := s
+	slow.ITL = 0.001
+	b1, el, ok := aggCapacity(slow, h200Pass)
+	require.True(t, ok)
+	require.False(t, el)
+	require.Equal(t, int64(1), b1)
+}
+
+func TestAggCapacity_AbsurdInputs(t *testing.T) {
+	failing := func(int64, int64, int64) (float64, bool) { return 0, false }
+	for name, tc := range map[string]struct {
+		mutate func(*aggShape)
+		pass   passFunc
+		ok     bool
+	}{
+		"no prompt":          {func(s *aggShape) { s.ISL = 0 }, h200Pass, false},
+		"NaN output":         {func(s *aggShape) { s.OSL = math.NaN() }, h200Pass, false},
+		"infinite context":   {func(s *aggShape) { s.Ctx = math.Inf(1) }, h200Pass, false},
+		"no ITL SLA":         {func(s *aggShape) { s.ITL = 0 }, h200Pass, false},
+		"no chunk budget":    {func(s *aggShape) { s.Chunk = 1 }, h200Pass, false},
+		"no batch":           {func(s *aggShape) { s.MaxBatch = 0 }, h200Pass, false},
+		"accept below one":   {func(s *aggShape) { s.Accept = 0.5 }, h200Pass, false},
+		"model not ready":    {func(*aggShape) {}, failing, false},
+		"huge prompts":       {func(s *aggShape) { s.ISL, s.Ctx = 1e15, 1e15 }, h200Pass, true},
+		"huge limits":        {func(s *aggShape) { s.MaxBatch, s.Chunk = math.MaxInt64, math.MaxInt64 }, h200Pass, true},
+		"free passes":        {func(*aggShape) {}, linearPass(0, 0, 0), true},
+		"one output token":   {func(s *aggShape) { s.OSL = 1 }, h200Pass, true},
+		"speculative decode": {func(s *aggShape) { s.Accept = 3 }, h200Pass, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := rrShape()
+			tc.mutate(&s)
+			b, _, ok := aggCapacity(s, tc.pass)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.GreaterOrEqual(t, b, int64(1))
+				require.LessOrEqual(t, b, max(1, min(s.MaxBatch, s.Chunk-1)))
+			}
+		})
+	}
+}
+
+func TestAggEngines_MonotonicInLoad(t *testing.T) {
+	s := rrShape()
+	b, _, _ := aggCapacity(s, h200Pass)
+	keep := math.Pow((-1+math.Sqrt(1+4*float64(b)))/2, 2)
+	pt, _ := s.at(h200Pass, keep)
+	prev := 0
+	for _, rate := range []float64{0, 0.5, 1, 2, 5, 10, 20, 45, 90, 200, 1000} {
+		n, service, ok := aggEngines(s, h200Pass, rate, pt.RPS, keep, 0.2, 1, 64)
+		require.True(t, ok)
+		require.GreaterOrEqual(t, n, prev, "rate %.1f", rate)
+		require.LessOrEqual(t, n, 64, "the limit bounds the pool")
+		if rate > 0 {
+			require.Positive(t, service)
+			require.GreaterOrEqual(t, float64(n), math.Min(64, rate/pt.RPS-1e-9), "each engine within its ITL capacity")
+		}
+		prev = n
+	}
+	n45, _, _ := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.2, 1, 64)
+	require.Equal(t, 64, func() int { n, _, _ := aggEngines(s, h200Pass, 1e9, pt.RPS, keep, 0.2, 1, 64); return n }(), "absurd load: the limit")
+	// A tighter TTFT SLA never needs fewer engines; one a prompt alone breaks sizes the
+	// prefill at 70% utilisation.
+	tight, _, ok := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.068, 1, 64)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, tight, n45)
+	over, _, ok := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.01, 1, 64)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, over, int(math.Ceil(45*0.06/0.7)))
+	_, _, ok = aggEngines(s, h200Pass, 45, 0, keep, 0.2, 1, 64)
+	require.False(t, ok, "no capacity per engine: not sized")
+}
+
+// aggAheadPlanner is the ahead policy on an aggregated deployment of the test profile.
+func aggAheadPlanner(t *testing.T) (*Planner, State) {
+	cfg := slaConfig(func(c *config.Config) {
+		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
+		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 10, 16
+	})
+	require.NoError(t, cfg.Validate())
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	p := mustPlanner(t, cfg)
+	return p, mustInit(t, p, 0, ProfileBootstrap(prof, config.ModeAgg))
+}
+
+func TestAhead_AggSizesTheOnePool(t *testing.T) {
+	p, st := aggAheadPlanner(t)
+	var need []int
+	for _, rate := range []float64{5, 20, 45} {
+		st2 := st
+		st2.Ahead = nil
+		_, dec, diag, err := p.Decide(st2, aheadInput(5, 0, 2, 0, 2, rate))
+		require.NoError(t, err)
+		require.Nil(t, dec.Prefill, "agg decides the decode component only")
+		n := 2
+		if dec.Decode != nil {
+			n = *dec.Decode
+		}
+		require.NotNil(t, diag.EngineRPSDecode)
+		require.Contains(t, strings.Join(diag.Notes, "\n"), "with chunks interleaved", "the note gives the agg model's reasoning")
+		need = append(need, n)
+	}
+	require.Less(t, need[0], need[2], "more demand, more engines: %v", need)
+	require.LessOrEqual(t, need[1], need[2])
+	require.LessOrEqual(t, need[2], 16)
+}
