@@ -33,14 +33,15 @@ func (p *Planner) profileDecodeBatch(ctx, itlMs, accept float64) float64 {
 	return float64(n)
 }
 
-// profileDecodeCap caps the perf model's decode batch b at the profile's measured batch
-// within the ITL SLA at context ctx (profileDecodeBatch). The regression bootstrapped from
-// the profile is one plane through a surface that is not one: on the demo's profile its
-// intercept is 1.7 ms above the measured low-batch ITL and its per-request slope far below
-// the short-context rows', so at the SLA's edge (10 ms, about twice the one-request ITL) it
-// answers 49 requests at a 2,000-token context where the engines, which run that profile,
-// hold 19. Where the profile is the smaller, it is the batch; the batches the engines show
-// within the SLA may still raise it afterwards (decode floor). The returned source says why.
+// profileDecodeCap caps the perf model's decode batch b at the profile's measured batch within
+// the ITL SLA at context ctx (profileDecodeBatch). The regression bootstrapped from the
+// profile is one plane through a surface that is not one: on the demo's profile its intercept
+// is 1.7 ms above the measured low-batch ITL and its per-request slope far below the
+// short-context rows', so at the SLA's edge (10 ms, about twice the one-request ITL) it
+// answers 45 requests at a 2,062-token context (ISL 2,048, OSL 28) where the engines, which
+// run that profile, hold 21. Where the profile is the smaller, it is the batch; the batches
+// the engines show within the SLA may still raise it afterwards (decode floor). The returned
+// source says why.
 func (t *tick) profileDecodeCap(b, ctx float64, source string) (float64, string) {
 	pb := t.p.profileDecodeBatch(ctx, t.p.cfg.ITLMs, t.acceptLength())
 	if pb < 1 || pb >= b {
