@@ -25,8 +25,8 @@ func TestProfileDecodeBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		ctx, itl, accept float64
-		want             float64 // exact, or 0 for "check the edge only"
-		atLeast, atMost  float64
+		want             float64 // exact, when no range (atLeast, atMost) is given
+		atLeast, atMost  float64 // a range, and the edge checked: the next batch is over the SLA
 	}{
 		{name: "the demo's context (ISL 2,048, OSL 28) at 10 ms", ctx: 2062, itl: 10, accept: 1, atLeast: 15, atMost: 25},
 		{name: "a short context at 10 ms", ctx: 514, itl: 10, accept: 1, atLeast: 50, atMost: 90},
