@@ -680,6 +680,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
 	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
 	source := "at the ITL SLA"
+	b, source = t.profileDecodeCap(b, ctx, source)
 	if shown := aheadShownShare * shownBatch(t.st.Ahead.DecodeShown, ctx); shown > b {
 		b, source = shown, fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA (the perf model says %.0f)", 100*aheadShownShare, b)
 	}

@@ -1,0 +1,94 @@
+package scaling
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
+)
+
+// The profile's decode batch within the ITL SLA is the last batch, counting up from one
+// request, whose interpolated iteration time is within it: the next one is over it (or
+// beyond the KV capacity).
+func TestProfileDecodeBatch(t *testing.T) {
+	prof, err := perf.LoadProfile("../sim/engine/testdata") // the demo's profile
+	require.NoError(t, err)
+	p, err := New(slaConfig(nil), prof)
+	require.NoError(t, err)
+	di, err := perf.NewDecodeInterpolator(prof.Decode)
+	require.NoError(t, err)
+	kv := float64(prof.Decode.MaxKVTokens)
+	itlAt := func(n, ctx float64) float64 { v, _ := di.At(n*ctx/kv, ctx); return v }
+
+	for _, tc := range []struct {
+		name             string
+		ctx, itl, accept float64
+		want             float64 // exact, when no range (atLeast, atMost) is given
+		atLeast, atMost  float64 // a range, and the edge checked: the next batch is over the SLA
+	}{
+		{name: "the demo's context (ISL 2,048, OSL 28) at 10 ms", ctx: 2062, itl: 10, accept: 1, atLeast: 15, atMost: 25},
+		{name: "a short context at 10 ms", ctx: 514, itl: 10, accept: 1, atLeast: 50, atMost: 90},
+		{name: "a looser SLA holds more", ctx: 2062, itl: 25, accept: 1, atLeast: 60},
+		{name: "speculative decoding: the iteration may take accept × the ITL", ctx: 2062, itl: 5, accept: 2, atLeast: 15, atMost: 25},
+		{name: "an SLA under the one-request ITL: nothing", ctx: 2062, itl: 4, accept: 1, want: 0},
+		{name: "no context: nothing", ctx: 0, itl: 10, accept: 1, want: 0},
+		{name: "no SLA: nothing", ctx: 2062, itl: 0, accept: 1, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := p.profileDecodeBatch(tc.ctx, tc.itl, tc.accept)
+			if tc.atLeast == 0 && tc.atMost == 0 {
+				require.Equal(t, tc.want, n)
+				return
+			}
+			require.GreaterOrEqual(t, n, tc.atLeast)
+			if tc.atMost > 0 {
+				require.LessOrEqual(t, n, tc.atMost)
+			}
+			limit := tc.itl * tc.accept
+			for b := 1.0; b <= n; b++ {
+				require.LessOrEqual(t, itlAt(b, tc.ctx), limit, "batch %v within the SLA", b)
+			}
+			require.Greater(t, itlAt(n+1, tc.ctx), limit, "the next batch is over it")
+		})
+	}
+
+	// Without a profile there is no measured batch.
+	require.Zero(t, mustPlanner(t, slaConfig(nil)).profileDecodeBatch(2062, 10, 1))
+}
+
+// The cap applies only where the profile holds fewer requests than the perf model says.
+func TestProfileDecodeCap(t *testing.T) {
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	p, err := New(slaConfig(func(c *config.Config) { c.ITLMs = 10 }), prof)
+	require.NoError(t, err)
+	st := mustInit(t, p, 0, Bootstrap{})
+	measured := p.profileDecodeBatch(2062, 10, 1)
+	require.Positive(t, measured)
+
+	for _, tc := range []struct {
+		name    string
+		p       *Planner
+		b       float64
+		want    float64
+		changed bool
+	}{
+		{name: "the perf model says more: the profile's batch", p: p, b: 49, want: measured, changed: true},
+		{name: "the perf model says less: its own", p: p, b: measured - 1, want: measured - 1},
+		{name: "equal: unchanged", p: p, b: measured, want: measured},
+		{name: "no profile: unchanged", p: mustPlanner(t, slaConfig(func(c *config.Config) { c.ITLMs = 10 })), b: 49, want: 49},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := newTick(tc.p, &st, 1, 1)
+			b, source := tk.profileDecodeCap(tc.b, 2062, "at the ITL SLA")
+			require.Equal(t, tc.want, b)
+			if tc.changed {
+				require.Contains(t, source, "as the profile measured it")
+			} else {
+				require.Equal(t, "at the ITL SLA", source)
+			}
+		})
+	}
+}
