@@ -469,13 +469,14 @@ func (p Plan) InitialDeployment() (prefill, decode int, err error) {
 	return res.Prefill, res.Decode, nil
 }
 
-// searchBounds are the oracle's and the static search's target, bounds and interval: each
-// pool up to the budget less one engine of the other (agg: the one pool up to the budget).
+// searchBounds are the oracle's and the static search's target, bounds and interval: both
+// pools together within the GPU budget the policies are held to, each up to the budget less
+// one engine of the other (agg: the one pool up to the budget).
 func (sc *Scenario) searchBounds() replay.OracleOptions {
-	o := replay.OracleOptions{Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1,
+	o := replay.OracleOptions{Target: sc.GoodputTarget, MaxPrefill: sc.MaxGPUBudget - 1, MaxDecode: sc.MaxGPUBudget - 1, MaxTotal: sc.MaxGPUBudget,
 		Interval: time.Duration(sc.OracleIntervalSeconds * float64(time.Second))}
 	if sc.Mode == config.ModeAgg {
-		o.MaxPrefill, o.MaxDecode = 0, sc.MaxGPUBudget
+		o.MaxPrefill, o.MaxDecode, o.MaxTotal = 0, sc.MaxGPUBudget, 0
 	}
 	return o
 }

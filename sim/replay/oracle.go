@@ -131,6 +131,9 @@ type OracleOptions struct {
 	Target float64
 	// MinPrefill, MinDecode, MaxPrefill and MaxDecode bound the search (0 minimums: 1).
 	MinPrefill, MinDecode, MaxPrefill, MaxDecode int
+	// MaxTotal bounds prefill + decode engines together (the GPU budget the policies are
+	// held to; 0: only the per-pool bounds).
+	MaxTotal int
 }
 
 // OracleStep is the oracle's choice for one interval.
@@ -180,6 +183,9 @@ func (o *OracleOptions) validate() error {
 	if o.MinDecode <= 0 {
 		o.MinDecode = 1
 	}
+	if o.MaxTotal < 0 || (o.MaxTotal > 0 && o.MinPrefill+o.MinDecode > o.MaxTotal) {
+		return fmt.Errorf("%w: total bound %d below the minimums %d + %d", ErrInvalidOptions, o.MaxTotal, o.MinPrefill, o.MinDecode)
+	}
 	if o.MaxPrefill < o.MinPrefill || o.MaxDecode < o.MinDecode {
 		return fmt.Errorf("%w: search bounds prefill %d..%d, decode %d..%d", ErrInvalidOptions,
 			o.MinPrefill, o.MaxPrefill, o.MinDecode, o.MaxDecode)
@@ -194,6 +200,22 @@ func (o *OracleOptions) validate() error {
 		return fmt.Errorf("%w: no oracle interval", ErrInvalidOptions)
 	}
 	return nil
+}
+
+// maxPrefill is the most prefill engines beside d decode engines: MaxPrefill, within MaxTotal.
+func (o *OracleOptions) maxPrefill(d int) int {
+	if o.MaxTotal > 0 {
+		return max(o.MinPrefill, min(o.MaxPrefill, o.MaxTotal-d))
+	}
+	return o.MaxPrefill
+}
+
+// maxDecode is the most decode engines beside p prefill engines: MaxDecode, within MaxTotal.
+func (o *OracleOptions) maxDecode(p int) int {
+	if o.MaxTotal > 0 {
+		return max(o.MinDecode, min(o.MaxDecode, o.MaxTotal-p))
+	}
+	return o.MaxDecode
 }
 
 // searchSmallest returns the smallest n in [lo, hi] for which ok holds, assuming ok is
@@ -272,11 +294,12 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 			}
 			okP, okD := true, false
 			if !s.agg {
-				p, okP = searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, d, true) })
+				// TTFT alone (the trial may exceed the total: decode barely changes it).
+				p, okP = searchSmallest(o.MinPrefill, o.maxPrefill(o.MinDecode), func(n int) bool { return trial(n, d, true) })
 			}
 			for {
-				d, okD = searchSmallest(o.MinDecode, o.MaxDecode, func(n int) bool { return trial(p, n, false) })
-				if okD || p >= o.MaxPrefill {
+				d, okD = searchSmallest(o.MinDecode, o.maxDecode(p), func(n int) bool { return trial(p, n, false) })
+				if okD || p >= o.maxPrefill(o.MinDecode) {
 					break
 				}
 				p++ // TTFT and ITL misses of different requests add up: more prefill helps
@@ -335,13 +358,15 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 	}
 	p, okP := o.MinPrefill, true // agg: no prefill pool (0), the decode search sizes the one pool
 	if o.Config.Mode != config.ModeAgg {
-		p, okP = searchSmallest(o.MinPrefill, o.MaxPrefill, func(n int) bool { return trial(n, o.MaxDecode, true) })
+		// TTFT alone, with the most decode engines (the trial may exceed the total: decode
+		// barely changes TTFT).
+		p, okP = searchSmallest(o.MinPrefill, o.maxPrefill(o.MinDecode), func(n int) bool { return trial(n, o.MaxDecode, true) })
 	}
 	var d int
 	var okD bool
 	for {
-		d, okD = searchSmallest(o.MinDecode, o.MaxDecode, func(n int) bool { return trial(p, n, false) })
-		if okD || p >= o.MaxPrefill {
+		d, okD = searchSmallest(o.MinDecode, o.maxDecode(p), func(n int) bool { return trial(p, n, false) })
+		if okD || p >= o.maxPrefill(o.MinDecode) {
 			break
 		}
 		p++

@@ -45,6 +45,27 @@ func TestBestStatic_IsTheSmallestDeploymentMeetingTheTarget(t *testing.T) {
 	require.InDelta(t, float64(best.Prefill+best.Decode)*best.Duration, best.GPUSeconds, 1e-6)
 }
 
+// TestBestStaticAndOracle_StayWithinTheTotal: with the policies' GPU budget as the total, the
+// searches never deploy more engines than it allows, and say when that misses the target.
+func TestBestStaticAndOracle_StayWithinTheTotal(t *testing.T) {
+	reqs := steps(step{0, 240, 25, 3000, 300})
+	o := oracleOptions(t)
+	free, err := BestStatic(reqs, o)
+	require.NoError(t, err)
+	require.True(t, free.Feasible)
+	o.MaxTotal = free.Prefill + free.Decode - 1
+	capped, err := BestStatic(reqs, o)
+	require.NoError(t, err)
+	require.False(t, capped.Feasible, "one engine fewer than the smallest deployment meeting the target")
+	require.LessOrEqual(t, capped.Prefill+capped.Decode, o.MaxTotal)
+	orc, err := Oracle(reqs, o)
+	require.NoError(t, err)
+	require.Positive(t, orc.Infeasible)
+	for _, st := range orc.Schedule {
+		require.LessOrEqual(t, st.Prefill+st.Decode, o.MaxTotal, "at %.0f s", st.At)
+	}
+}
+
 func TestOracle_FollowsTheLoadAndBeatsTheBestStatic(t *testing.T) {
 	// 3 minutes quiet, 3 minutes at 30 req/s, 4 minutes quiet.
 	reqs := steps(step{0, 180, 2, 3000, 300}, step{180, 360, 30, 3000, 300}, step{360, 600, 2, 3000, 300})
@@ -102,6 +123,8 @@ func TestOracle_InvalidOptions(t *testing.T) {
 		"target above 1": func(o *OracleOptions) { o.Target = 1.5 },
 		"bounds":         func(o *OracleOptions) { o.MaxPrefill = 0 },
 		"interval":       func(o *OracleOptions) { o.Interval = -time.Second },
+		"total negative": func(o *OracleOptions) { o.MaxTotal = -1 },
+		"total too low":  func(o *OracleOptions) { o.MaxTotal = 1 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := oracleOptions(t)
