@@ -51,7 +51,7 @@ const (
 	aheadExcessWeight = 0.05
 	// aheadBurstTail is how much larger than the mean a burst the pool serves within the
 	// TTFT SLA.
-	aheadBurstTail = 1.25
+	aheadBurstTail = 1.5
 	// aheadMaxGapHoldSeconds bounds how long a scale-down waits for demand that came back
 	// after quiet gaps before.
 	aheadMaxGapHoldSeconds = 900
@@ -62,7 +62,7 @@ const (
 	// aheadMaxGapLeads is the longest quiet gap, in lead times, that a scale-down waits out:
 	// holding an engine through a longer one costs more GPU time than several restarts
 	// (ski rental), and demand away that long comes back through the forecast's trend.
-	aheadMaxGapLeads = 4
+	aheadMaxGapLeads = 6
 	// aheadCalmBurst is the burst excess, as a share of the level, under which arrivals
 	// count as steady enough to learn the decode edge rate from.
 	aheadCalmBurst = 0.1

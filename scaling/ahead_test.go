@@ -369,7 +369,7 @@ func TestAhead_LongQuietGapNotHeld(t *testing.T) {
 	}
 	run(40, 300)
 	start := now
-	first := run(1, 400) - start // 400 s > 4 × 65 s
+	first := run(1, 600) - start // 600 s > 6 × 65 s
 	require.Positive(t, first)
 	run(40, 300)
 	start = now
