@@ -652,7 +652,7 @@ func (t *tick) ahead() Decision {
 		}
 		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.Trusted)
+	return t.aheadDecide(need, lead, f.Trusted, f.Trusted && f.Burst <= aheadCalmBurst*f.Level)
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -916,11 +916,12 @@ func (t *tick) provisioned(c Component) int {
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
 // scale-downs not before the trend window has been observed, only to the highest count
-// needed over the lead time, and, without a trusted period (periodic: one the forecast
+// needed over the lead time (over one bucket when the forecast foresees the lead time:
+// aheadHoldWindow), and, without quiet gaps of at most aheadMaxGapLeads lead times, without a trusted period (periodic: one the forecast
 // follows instead of the trend), not before twice the longest quiet gap after which demand
 // came back before has passed; never for a pool whose observed latency breaks its SLA;
 // then the GPU budget.
-func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) Decision {
+func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
 	target := map[Component]int{}
@@ -940,7 +941,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) 
 			n = cur
 		}
 		if n < cur {
-			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, periodic)); top > n {
+			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, foreseen)); top > n {
 				n = min(cur, top)
 			}
 			// Demand that came back after quiet gaps will likely come back again: unless a
@@ -1080,11 +1081,11 @@ func peakSince(h []Recommendation, since float64) int {
 }
 
 // aheadHoldWindow is how long a scale-down holds the highest count needed before it: the
-// lead time (what it takes to come back) — unless a trusted period is followed, whose
-// forecast already covers the next lead time: then one bucket, only against N↔N+1
-// flapping.
-func (t *tick) aheadHoldWindow(lead float64, periodic bool) float64 {
-	if periodic {
+// lead time (what it takes to come back) — unless the forecast foresees the next lead time
+// (a followed period, steady arrivals: no burst within the buckets beyond aheadCalmBurst of
+// the level): then one bucket, only against N↔N+1 flapping.
+func (t *tick) aheadHoldWindow(lead float64, foreseen bool) float64 {
+	if foreseen {
 		return math.Min(lead, t.st.Ahead.BucketS)
 	}
 	return lead

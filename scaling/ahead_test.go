@@ -579,7 +579,7 @@ func TestAhead_HoldWindow(t *testing.T) {
 	p, st := aheadPlanner(t)
 	st.Ahead = &AheadState{BucketS: 30}
 	tk := newTick(p, &st, 1, 1)
-	require.Equal(t, 65.0, tk.aheadHoldWindow(65, false), "without a followed period: the lead time")
-	require.Equal(t, 30.0, tk.aheadHoldWindow(65, true), "a followed period: one bucket")
+	require.Equal(t, 65.0, tk.aheadHoldWindow(65, false), "not foreseen (no followed period, or bursts): the lead time")
+	require.Equal(t, 30.0, tk.aheadHoldWindow(65, true), "foreseen: one bucket")
 	require.Equal(t, 15.0, tk.aheadHoldWindow(15, true), "never more than the lead time")
 }
