@@ -337,10 +337,13 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		spread, recent := a.seasonalFit(period, scale)
 		f.Trusted = acf >= aheadTrustedCorrelation && recent >= aheadTrustedCorrelation
 		ahead := math.NaN()
-		// The lead time's buckets a period ago, and one more: the period is only known to a
-		// bucket.
+		// The lead time's buckets a period ago, and one more — the period is only known to a
+		// bucket — unless it is followed on steady arrivals.
 		from, to := a.bucketsAhead(lead)
-		for h := from; h <= to+1; h++ {
+		if !f.Trusted || f.Burst > aheadCalmBurst*f.Level {
+			to++
+		}
+		for h := from; h <= to; h++ {
 			if r := a.rate(last - period + h); !math.IsNaN(r) && (math.IsNaN(ahead) || r > ahead) {
 				ahead = r
 			}

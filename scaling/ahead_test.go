@@ -583,3 +583,27 @@ func TestAhead_HoldWindow(t *testing.T) {
 	require.Equal(t, 30.0, tk.aheadHoldWindow(65, true), "foreseen: one bucket")
 	require.Equal(t, 15.0, tk.aheadHoldWindow(15, true), "never more than the lead time")
 }
+
+func TestAheadState_ForecastPeriodHorizon(t *testing.T) {
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	// Rising at 1380 s, a followed period on steady arrivals looks a period back over the
+	// buckets the next 65 s fall in ([1380, 1470) s), not one more.
+	a := AheadState{BucketS: 30}
+	feed(&a, 1380, wave)
+	f, ok := a.forecast(65, 5)
+	require.True(t, ok)
+	require.True(t, f.Trusted)
+	require.Greater(t, f.Seasonal, wave(1440))
+	require.Less(t, f.Seasonal, wave(1470))
+	// Bursts within the buckets: one bucket more (the period is only known to a bucket).
+	b := AheadState{BucketS: 30}
+	feed(&b, 1380, func(t float64) float64 {
+		if int(t/5)%6 == 0 {
+			return 6 * wave(t)
+		}
+		return 0
+	})
+	f, ok = b.forecast(65, 5)
+	require.True(t, ok)
+	require.Greater(t, f.Seasonal, wave(1470))
+}
