@@ -273,11 +273,12 @@ type Forecast struct {
 	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
-	// Correlation is the period's autocorrelation (0 without a period). Trusted says the
-	// forecast follows the period rather than the trend: the autocorrelation and the
-	// period's fit over its last period both reach aheadTrustedCorrelation.
+	// Correlation is the period's autocorrelation (0 without a period).
 	Correlation float64
-	Trusted     bool
+	// Trusted says the forecast follows the period rather than the trend: the
+	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
+	// aheadTrustedCorrelation.
+	Trusted bool
 	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
 	// the lead time, bursts within a bucket included.
 	Rate float64
@@ -919,11 +920,11 @@ func (t *tick) provisioned(c Component) int {
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
 // scale-downs not before the trend window has been observed, only to the highest count
-// needed over the lead time (over one bucket when the forecast foresees the lead time:
-// aheadHoldWindow), and, without quiet gaps of at most aheadMaxGapLeads lead times, without a trusted period (periodic: one the forecast
-// follows instead of the trend), not before twice the longest quiet gap after which demand
-// came back before has passed; never for a pool whose observed latency breaks its SLA;
-// then the GPU budget.
+// needed over the lead time (over one bucket when the forecast foresees it: a followed
+// period on steady arrivals, aheadHoldWindow), and, without a followed period (periodic:
+// one the forecast follows instead of the trend), not before twice the longest quiet gap
+// (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
+// never for a pool whose observed latency breaks its SLA; then the GPU budget.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
