@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
+	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 )
 
@@ -26,6 +27,9 @@ const (
 	// aheadTrendBuckets is the shortest window the trend is fitted over, in buckets (at
 	// least twice the lead time).
 	aheadTrendBuckets = 4
+	// aheadCurveBuckets is the fewest buckets the trend's curvature is fitted on (a parabola
+	// needs two more than its three coefficients to say anything about its residuals).
+	aheadCurveBuckets = 5
 	// aheadLengthSeconds is the window the mean ISL and OSL are taken over.
 	aheadLengthSeconds = 300
 	// aheadQuantileZ is the forecast's upper quantile (90%), in standard deviations of the
@@ -55,6 +59,10 @@ const (
 	// (plus the lead time): a gap seen once or twice says little about how long the next
 	// one is.
 	aheadGapHoldFactor = 2
+	// aheadMaxGapLeads is the longest quiet gap, in lead times, that a scale-down waits out:
+	// holding an engine through a longer one costs more GPU time than several restarts
+	// (ski rental), and demand away that long comes back through the forecast's trend.
+	aheadMaxGapLeads = 6
 	// aheadCalmBurst is the burst excess, as a share of the level, under which arrivals
 	// count as steady enough to learn the decode edge rate from.
 	aheadCalmBurst = 0.1
@@ -262,14 +270,20 @@ func (a *AheadState) rate(i int) float64 {
 
 // Forecast is the ahead policy's demand forecast for one tick.
 type Forecast struct {
-	// Level is the current request rate; Slope its trend (req/s per s) and Spread the
-	// standard deviation of its variation beyond Poisson noise.
-	Level, Slope, Spread float64
+	// Level is the current request rate; Slope its trend (req/s per s), Curvature the
+	// trend's bend (req/s per s², < 0: the rise is slowing) and Spread the standard
+	// deviation of its variation beyond Poisson noise (around the trend, or around the
+	// period when the forecast follows one).
+	Level, Slope, Curvature, Spread float64
 	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
 	// Correlation is the period's autocorrelation (0 without a period).
 	Correlation float64
+	// Trusted says the forecast follows the period rather than the trend: the
+	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
+	// aheadTrustedCorrelation.
+	Trusted bool
 	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
 	// the lead time, bursts within a bucket included.
 	Rate float64
@@ -302,23 +316,21 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			xs, ys = append(xs, float64(i)), append(ys, r)
 		}
 	}
+	rise := 0.0 // the trend's rise from the level to the end of the lead time
+	horizon := lead + math.Max(a.BucketS, 2*interval)/2
 	if len(xs) >= 3 {
-		icept, slope := stat.LinearRegression(xs, ys, nil, false)
-		f.Slope = slope / a.BucketS
-		var ss float64
-		for i := range xs {
-			d := ys[i] - (icept + slope*xs[i])
-			ss += d * d
-		}
-		variance := ss/float64(len(xs)-2) - f.Level/a.BucketS // minus Poisson noise
-		f.Spread = math.Sqrt(math.Max(0, variance))
+		tf := fitTrend(xs, ys)
+		f.Slope = tf.slope / a.BucketS
+		f.Curvature = tf.curve / (a.BucketS * a.BucketS)
+		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
+		rise = tf.rise(horizon / a.BucketS)
 	}
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 	// The level is about half a level window old; the engines decided now serve until the
 	// end of the lead time.
-	f.Rate = f.Level + math.Max(0, f.Slope)*(lead+math.Max(a.BucketS, 2*interval)/2) + margin
+	f.Rate = f.Level + rise + margin
 
 	if period, acf, ok := a.period(); ok {
 		f.PeriodS, f.Correlation = float64(period)*a.BucketS, acf
@@ -327,24 +339,90 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 {
 			scale = math.Min(2, math.Max(0.5, cur/prev))
 		}
+		// Trusted: as correlated over the history as over its last period.
+		spread, recent := a.seasonalFit(period, scale)
+		f.Trusted = acf >= aheadTrustedCorrelation && recent >= aheadTrustedCorrelation
 		ahead := math.NaN()
-		steps := int(math.Ceil(lead / a.BucketS))
-		for h := 0; h <= steps; h++ {
+		// The lead time's buckets a period ago, and one more — the period is only known to a
+		// bucket — unless it is followed on steady arrivals.
+		from, to := a.bucketsAhead(lead)
+		if !f.Trusted || f.Burst > aheadCalmBurst*f.Level {
+			to++
+		}
+		for h := from; h <= to; h++ {
 			if r := a.rate(last - period + h); !math.IsNaN(r) && (math.IsNaN(ahead) || r > ahead) {
 				ahead = r
 			}
 		}
 		if !math.IsNaN(ahead) {
 			f.Seasonal = ahead * scale
-			if acf >= aheadTrustedCorrelation {
-				// A clear period: it knows the turns a trend overshoots.
-				f.Rate = math.Max(f.Level, f.Seasonal) + margin
+			if f.Trusted {
+				// A clear period: it knows the turns a trend overshoots, and its own misses
+				// are the spread to allow for.
+				f.Spread = spread
+				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
 			}
 		}
 	}
 	return f, true
+}
+
+// bucketsAhead are the buckets the next lead seconds fall in, counted from the newest
+// one: from 0 while the newest is still filling, else 1 (the newest bucket's observed
+// seconds say how far into it the history is).
+func (a *AheadState) bucketsAhead(lead float64) (from, to int) {
+	last := len(a.Count) - 1
+	if last < 0 {
+		return 0, 0
+	}
+	if a.Covered[last] >= a.BucketS {
+		from = 1
+	}
+	return from, max(from, int(math.Ceil((a.Covered[last]+lead)/a.BucketS))-1)
+}
+
+// seasonalMiss is how far the newest bucket's rate is above what the period said for it
+// (scale × the rate a period before; 0 when either is unknown): the forecast follows the
+// period's shape from the current level.
+func (a *AheadState) seasonalMiss(period int, scale float64) float64 {
+	last := len(a.Count) - 1
+	r, before := a.rate(last), a.rate(last-period)
+	if math.IsNaN(r) || math.IsNaN(before) {
+		return 0
+	}
+	return r - scale*before
+}
+
+// seasonalFit measures how well the period predicted the last period of buckets — each
+// bucket's rate against scale × the rate a period before: the standard deviation of its
+// misses beyond the Poisson noise of both (spread), and the autocorrelation those misses
+// imply, 1 − mean squared miss / (2 × the rates' variance) (recent; as the whole history's,
+// for a stationary series), which a period must still reach to be trusted (0 without
+// buckets to compare).
+func (a *AheadState) seasonalFit(period int, scale float64) (spread, recent float64) {
+	var ss, noise float64
+	var rates []float64
+	for i := len(a.Count) - 1; i >= 0 && i >= len(a.Count)-period; i-- {
+		r, before := a.rate(i), a.rate(i-period)
+		if math.IsNaN(r) || math.IsNaN(before) {
+			continue
+		}
+		d := r - scale*before
+		ss += d * d
+		noise += r/a.Covered[i] + scale*scale*before/a.Covered[i-period]
+		rates = append(rates, r, scale*before)
+	}
+	n := float64(len(rates) / 2)
+	if n == 0 {
+		return 0, 0
+	}
+	spread = math.Sqrt(math.Max(0, (ss-noise)/n))
+	if v := stat.Variance(rates, nil); v > 0 {
+		recent = 1 - ss/n/(2*v)
+	}
+	return spread, recent
 }
 
 // trendWindow is the span the trend and the spread are fitted over: at least
@@ -368,10 +446,10 @@ func (a *AheadState) recordNeed(c Component, n int) {
 }
 
 // quietGaps returns, for pool c and a count n, the longest quiet gap of the history (a run
-// of buckets needing at most n between two needing more) and how long the current quiet
-// run is (since the last bucket needing more), both in seconds. The current bucket counts
-// as quiet.
-func (a *AheadState) quietGaps(c Component, n int) (longest, current float64) {
+// of buckets needing at most n between two needing more) of at most upTo seconds, and how
+// long the current quiet run is (since the last bucket needing more), both in seconds. The
+// current bucket counts as quiet.
+func (a *AheadState) quietGaps(c Component, n int, upTo float64) (longest, current float64) {
 	h := a.NeedPrefill
 	if c == Decode {
 		h = a.NeedDecode
@@ -379,8 +457,8 @@ func (a *AheadState) quietGaps(c Component, n int) (longest, current float64) {
 	run, seenBusy, busyAgo := 0, false, -1
 	for i, v := range h {
 		if v > n {
-			if seenBusy && run > 0 {
-				longest = math.Max(longest, float64(run)*a.BucketS)
+			if gap := float64(run) * a.BucketS; seenBusy && run > 0 && gap <= upTo {
+				longest = math.Max(longest, gap)
 			}
 			seenBusy, run, busyAgo = true, 0, i
 			continue
@@ -554,9 +632,12 @@ func (t *tick) ahead() Decision {
 
 	need := map[Component]int{}
 	var why []string
-	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s, spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Spread, f.Burst))
+	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s bending %+.5f/s², spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Curvature, f.Spread, f.Burst))
 	if f.PeriodS > 0 {
-		why[0] += fmt.Sprintf(", period %.0f s → %.2f", f.PeriodS, f.Seasonal)
+		why[0] += fmt.Sprintf(", period %.0f s (r %.2f) → %.2f", f.PeriodS, f.Correlation, f.Seasonal)
+		if f.Trusted {
+			why[0] += " followed"
+		}
 	}
 	why[0] += fmt.Sprintf("), ISL %.0f OSL %.0f", f.ISL, f.OSL)
 	for _, c := range t.pools() {
@@ -578,7 +659,7 @@ func (t *tick) ahead() Decision {
 		}
 		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.Correlation >= aheadTrustedCorrelation)
+	return t.aheadDecide(need, lead, f.Trusted, f.Trusted && f.Burst <= aheadCalmBurst*f.Level)
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -854,11 +935,12 @@ func (t *tick) provisioned(c Component) int {
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
 // scale-downs not before the trend window has been observed, only to the highest count
-// needed over the lead time, and, without a trusted period (periodic: one the forecast
-// follows instead of the trend), not before twice the longest quiet gap after which demand
-// came back before has passed; never for a pool whose observed latency breaks its SLA;
-// then the GPU budget.
-func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) Decision {
+// needed over the lead time (over one bucket when the forecast foresees it: a followed
+// period on steady arrivals, aheadHoldWindow), and, without a followed period (periodic:
+// one the forecast follows instead of the trend), not before twice the longest quiet gap
+// (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
+// never for a pool whose observed latency breaks its SLA; then the GPU budget.
+func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
 	target := map[Component]int{}
@@ -878,15 +960,15 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) 
 			n = cur
 		}
 		if n < cur {
-			if top := (*hist)[0]; top.Replicas > n {
-				n = min(cur, top.Replicas)
+			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, foreseen)); top > n {
+				n = min(cur, top)
 			}
 			// Demand that came back after quiet gaps will likely come back again: unless a
 			// trusted period is known (the forecast sees it coming), a scale-down waits out
 			// the longest such gap (twice over: the next may be longer), so capacity is not
 			// released just before it is needed.
 			for !periodic && n < cur {
-				longest, quiet := t.st.Ahead.quietGaps(c, n)
+				longest, quiet := t.st.Ahead.quietGaps(c, n, aheadMaxGapLeads*lead)
 				hold := math.Min(aheadMaxGapHoldSeconds, aheadGapHoldFactor*longest+lead)
 				if longest == 0 || quiet >= hold {
 					break
@@ -948,4 +1030,82 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic bool) 
 		}
 	}
 	return out
+}
+
+// trendFit is the trend window's fit of the bucket rates (x in buckets, 0 the newest): a
+// least-squares line and, with at least aheadCurveBuckets buckets, a parabola.
+type trendFit struct {
+	// slope is the line's slope (req/s per bucket).
+	slope float64
+	// curve and qslope are the parabola's second coefficient and its slope at the newest
+	// bucket (0 without a parabola); curve < 0: the rise is slowing.
+	curve, qslope float64
+	// variance is the residuals' variance around the line: on bursty traffic the bend of a
+	// few buckets is variation too, so it stays in the margin.
+	variance float64
+}
+
+// fitTrend fits the rates ys at the buckets xs (newest first).
+func fitTrend(xs, ys []float64) trendFit {
+	var tf trendFit
+	rel := make([]float64, len(xs))
+	for i, x := range xs {
+		rel[i] = x - xs[0]
+	}
+	icept, slope := stat.LinearRegression(rel, ys, nil, false)
+	tf.slope = slope
+	for i, x := range rel {
+		d := ys[i] - (icept + slope*x)
+		tf.variance += d * d / float64(len(xs)-2)
+	}
+	if len(xs) < aheadCurveBuckets {
+		return tf
+	}
+	// The parabola y = c0 + c1·x + c2·x² by least squares (a QR solve of the Vandermonde
+	// system).
+	v := mat.NewDense(len(rel), 3, nil)
+	for i, x := range rel {
+		v.Set(i, 0, 1)
+		v.Set(i, 1, x)
+		v.Set(i, 2, x*x)
+	}
+	var c mat.VecDense
+	if err := c.SolveVec(v, mat.NewVecDense(len(ys), slices.Clone(ys))); err != nil {
+		return tf
+	}
+	tf.curve, tf.qslope = c.AtVec(2), c.AtVec(1)
+	return tf
+}
+
+// rise is how much the rate rises over the next h buckets (≥ 0: a falling trend never
+// scales down early): the line's slope, damped at a turn — where the parabola bends down,
+// its own rise when that is less, so a peak is not overshot.
+func (tf trendFit) rise(h float64) float64 {
+	r := tf.slope * h
+	if tf.curve < 0 {
+		r = math.Min(r, tf.qslope*h+tf.curve*h*h)
+	}
+	return math.Max(0, r)
+}
+
+// peakSince is the highest count of the recommendations h (a window kept by
+// pushRecommendation: decreasing counts, oldest first) made at since or later (0: none).
+func peakSince(h []Recommendation, since float64) int {
+	for _, r := range h {
+		if r.At >= since {
+			return r.Replicas
+		}
+	}
+	return 0
+}
+
+// aheadHoldWindow is how long a scale-down holds the highest count needed before it: the
+// lead time (what it takes to come back) — unless the forecast foresees the next lead time
+// (a followed period, steady arrivals: no burst within the buckets beyond aheadCalmBurst of
+// the level): then one bucket, only against N↔N+1 flapping.
+func (t *tick) aheadHoldWindow(lead float64, foreseen bool) float64 {
+	if foreseen {
+		return math.Min(lead, t.st.Ahead.BucketS)
+	}
+	return lead
 }

@@ -285,13 +285,16 @@ func TestAheadState_QuietGaps(t *testing.T) {
 	a := AheadState{BucketS: 30, Count: make([]float64, 10)}
 	// Prefill needs per bucket: busy (4), quiet for 3 buckets, busy again, quiet since.
 	a.NeedPrefill = []int{4, 4, 1, 1, 1, 4, 1, 1, 1, 1}
-	longest, quiet := a.quietGaps(Prefill, 2)
+	longest, quiet := a.quietGaps(Prefill, 2, math.Inf(1))
 	require.Equal(t, 90.0, longest, "demand needing more than 2 came back after 3 quiet buckets")
 	require.Equal(t, 120.0, quiet, "quiet for the last 4 buckets")
-	longest, quiet = a.quietGaps(Prefill, 4)
+	longest, quiet = a.quietGaps(Prefill, 2, 60)
+	require.Zero(t, longest, "a gap longer than upTo is not counted")
+	require.Equal(t, 120.0, quiet)
+	longest, quiet = a.quietGaps(Prefill, 4, math.Inf(1))
 	require.Zero(t, longest, "nothing ever needed more than 4")
 	require.True(t, math.IsInf(quiet, 1))
-	_, quiet = a.quietGaps(Decode, 1)
+	_, quiet = a.quietGaps(Decode, 1, math.Inf(1))
 	require.True(t, math.IsInf(quiet, 1), "no decode need recorded")
 
 	a.recordNeed(Decode, 3)
@@ -305,7 +308,8 @@ func TestAhead_QuietGapHold(t *testing.T) {
 	p, st := aheadPlanner(t)
 	provP, provD := 1, 1
 	now := 0.0
-	// run feeds rate for seconds and returns when the prefill pool first scaled down (0: never).
+	// run feeds rate for seconds and returns when the prefill pool was first back at one
+	// engine (0: never).
 	run := func(rate, seconds float64) (downAt float64) {
 		for end := now + seconds; now < end; {
 			now += 5
@@ -315,7 +319,44 @@ func TestAhead_QuietGapHold(t *testing.T) {
 			require.NoError(t, err)
 			st = p.Submitted(next, dec, now)
 			if dec.Prefill != nil {
-				if *dec.Prefill < provP && downAt == 0 {
+				if *dec.Prefill == 1 && provP > 1 && downAt == 0 {
+					downAt = now
+				}
+				provP = *dec.Prefill
+			}
+			if dec.Decode != nil {
+				provD = *dec.Decode
+			}
+		}
+		return downAt
+	}
+	// Gaps of 200 s, within aheadMaxGapLeads lead times (65 s each).
+	run(40, 300)
+	start := now
+	first := run(1, 200) - start
+	require.Positive(t, first, "the first quiet gap releases capacity")
+	run(40, 300)
+	start = now
+	second := run(1, 600) - start
+	require.Greater(t, second, first+200, "after demand came back once, the next gap is waited out longer")
+}
+
+// TestAhead_LongQuietGapNotHeld: a gap longer than aheadMaxGapLeads lead times is not waited
+// out again: holding through it would cost more than restarting (ski rental).
+func TestAhead_LongQuietGapNotHeld(t *testing.T) {
+	p, st := aheadPlanner(t)
+	provP, provD := 1, 1
+	now := 0.0
+	run := func(rate, seconds float64) (downAt float64) {
+		for end := now + seconds; now < end; {
+			now += 5
+			in := aheadInput(now, provP, provD, provP, provD, rate)
+			in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+			next, dec, _, err := p.Decide(st, in)
+			require.NoError(t, err)
+			st = p.Submitted(next, dec, now)
+			if dec.Prefill != nil {
+				if *dec.Prefill == 1 && provP > 1 && downAt == 0 {
 					downAt = now
 				}
 				provP = *dec.Prefill
@@ -328,12 +369,13 @@ func TestAhead_QuietGapHold(t *testing.T) {
 	}
 	run(40, 300)
 	start := now
-	first := run(1, 600) - start
-	require.Positive(t, first, "the first quiet gap releases capacity")
+	first := run(1, 600) - start // 600 s > 6 × 65 s
+	require.Positive(t, first)
 	run(40, 300)
 	start = now
 	second := run(1, 600) - start
-	require.Greater(t, second, first+200, "after demand came back once, the next gap is waited out longer")
+	require.Positive(t, second)
+	require.InDelta(t, first, second, 30, "a gap of more than %d lead times is not waited out", aheadMaxGapLeads)
 }
 
 func TestAhead_EstimatesTheReadyPool(t *testing.T) {
@@ -413,4 +455,155 @@ func TestAhead_StartCountsAsNeeded(t *testing.T) {
 		st = next
 		require.True(t, dec.Empty(), "at %v: %.0f s observed, less than the trend window", now+5, now+5)
 	}
+}
+
+func TestFitTrend_Rise(t *testing.T) {
+	// Rates at buckets 10..14 (newest first, as forecast collects them).
+	at := func(f func(x float64) float64) ([]float64, []float64) {
+		var xs, ys []float64
+		for i := 14; i >= 10; i-- {
+			xs, ys = append(xs, float64(i)), append(ys, f(float64(i)))
+		}
+		return xs, ys
+	}
+	tests := []struct {
+		name     string
+		rate     func(x float64) float64
+		h        float64
+		min, max float64
+	}{
+		{"a line rises by its slope", func(x float64) float64 { return 5 + 2*x }, 3, 6 - 1e-9, 6 + 1e-9},
+		{"a falling line never scales down early", func(x float64) float64 { return 50 - 2*x }, 3, 0, 0},
+		{"a rise that slows is damped by its bend", func(x float64) float64 { return 10 + 8*(x-10) - 0.8*(x-10)*(x-10) }, 3, 0, 3},
+		{"past the turn, no rise", func(x float64) float64 { return 40 - (x-12)*(x-12) }, 3, 0, 0},
+		{"a rise that speeds up keeps the line's slope", func(x float64) float64 { return 5 + (x-10)*(x-10) }, 3, 12 - 1e-9, 12 + 1e-9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			xs, ys := at(tc.rate)
+			got := fitTrend(xs, ys).rise(tc.h)
+			require.GreaterOrEqual(t, got, tc.min)
+			require.LessOrEqual(t, got, tc.max)
+		})
+	}
+	// Fewer buckets than a parabola needs: the line alone.
+	tf := fitTrend([]float64{3, 2, 1}, []float64{30, 20, 10})
+	require.Zero(t, tf.curve)
+	require.InDelta(t, 10, tf.slope, 1e-9)
+	require.InDelta(t, 0, tf.variance, 1e-9)
+}
+
+func TestAheadState_BucketsAhead(t *testing.T) {
+	tests := []struct {
+		name     string
+		covered  float64
+		lead     float64
+		from, to int
+	}{
+		{"the newest bucket still filling counts", 5, 65, 0, 2},
+		{"a full newest bucket is the past", 30, 65, 1, 3},
+		{"a lead within the bucket", 5, 10, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := AheadState{BucketS: 30, Count: []float64{1, 1}, Covered: []float64{30, tc.covered}}
+			from, to := a.bucketsAhead(tc.lead)
+			require.Equal(t, tc.from, from)
+			require.Equal(t, tc.to, to)
+		})
+	}
+	from, to := (&AheadState{BucketS: 30}).bucketsAhead(65)
+	require.Zero(t, from+to, "no history")
+}
+
+func TestAheadState_SeasonalFit(t *testing.T) {
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	tests := []struct {
+		name    string
+		rate    func(t float64) float64
+		trusted bool
+	}{
+		{"a clean period is followed", wave, true},
+		{"a period whose last cycle changed shape is not", func(t float64) float64 {
+			if t > 1200 {
+				return 25 + 20*math.Cos(2*math.Pi*t/300) // twice as fast now
+			}
+			return wave(t)
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := AheadState{BucketS: 30}
+			feed(&a, 1500, tc.rate)
+			spread, recent := a.seasonalFit(20, 1)
+			if tc.trusted {
+				require.GreaterOrEqual(t, recent, aheadTrustedCorrelation)
+				require.Less(t, spread, 0.5, "noise-free: the period misses nothing")
+			} else {
+				require.Less(t, recent, aheadTrustedCorrelation)
+			}
+		})
+	}
+	a := AheadState{BucketS: 30}
+	feed(&a, 1500, wave)
+	require.InDelta(t, 0, a.seasonalMiss(20, 1), 1e-9, "the newest bucket is what the period said")
+	require.InDelta(t, 0, (&AheadState{BucketS: 30}).seasonalMiss(20, 1), 0, "no history, no miss")
+}
+
+func TestAheadState_ForecastFollowsTrustedPeriod(t *testing.T) {
+	// Past the peak of a clean sinusoid the followed period says the rate falls: the
+	// forecast is below the level (the newest bucket's rate), which the trend never goes
+	// under.
+	a := AheadState{BucketS: 30}
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	feed(&a, 1560, wave) // 60 s past the third peak
+	f, ok := a.forecast(65, 5)
+	require.True(t, ok)
+	require.True(t, f.Trusted)
+	require.Less(t, f.Rate, f.Level)
+	require.Greater(t, f.Rate, wave(1560+65), "the whole lead time is covered")
+}
+
+func TestPeakSince(t *testing.T) {
+	h := []Recommendation{{At: 10, Replicas: 5}, {At: 40, Replicas: 3}, {At: 60, Replicas: 2}}
+	tests := []struct {
+		since float64
+		want  int
+	}{{0, 5}, {10, 5}, {11, 3}, {50, 2}, {61, 0}}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, peakSince(h, tc.since), "since %v", tc.since)
+	}
+}
+
+func TestAhead_HoldWindow(t *testing.T) {
+	p, st := aheadPlanner(t)
+	st.Ahead = &AheadState{BucketS: 30}
+	tk := newTick(p, &st, 1, 1)
+	require.Equal(t, 65.0, tk.aheadHoldWindow(65, false), "not foreseen (no followed period, or bursts): the lead time")
+	require.Equal(t, 30.0, tk.aheadHoldWindow(65, true), "foreseen: one bucket")
+	require.Equal(t, 15.0, tk.aheadHoldWindow(15, true), "never more than the lead time")
+}
+
+func TestAheadState_ForecastPeriodHorizon(t *testing.T) {
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	// Rising at 1380 s, a followed period on steady arrivals looks a period back over the
+	// buckets the next 65 s fall in ([1380, 1470) s), not one more.
+	a := AheadState{BucketS: 30}
+	feed(&a, 1380, wave)
+	f, ok := a.forecast(65, 5)
+	require.True(t, ok)
+	require.True(t, f.Trusted)
+	require.Greater(t, f.Seasonal, wave(1440))
+	require.Less(t, f.Seasonal, wave(1470))
+	// Bursts within the buckets: one bucket more (the period is only known to a bucket).
+	b := AheadState{BucketS: 30}
+	feed(&b, 1380, func(t float64) float64 {
+		if int(t/5)%6 == 0 {
+			return 6 * wave(t)
+		}
+		return 0
+	})
+	f, ok = b.forecast(65, 5)
+	require.True(t, ok)
+	require.Greater(t, f.Seasonal, wave(1470))
 }
