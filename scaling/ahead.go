@@ -9,7 +9,6 @@ import (
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
-	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 )
 
@@ -27,9 +26,6 @@ const (
 	// aheadTrendBuckets is the shortest window the trend is fitted over, in buckets (at
 	// least twice the lead time).
 	aheadTrendBuckets = 4
-	// aheadCurveBuckets is the fewest buckets the trend's curvature is fitted on (a parabola
-	// needs two more than its three coefficients to say anything about its residuals).
-	aheadCurveBuckets = 5
 	// aheadLengthSeconds is the window the mean ISL and OSL are taken over.
 	aheadLengthSeconds = 300
 	// aheadQuantileZ is the forecast's upper quantile (90%), in standard deviations of the
@@ -270,11 +266,10 @@ func (a *AheadState) rate(i int) float64 {
 
 // Forecast is the ahead policy's demand forecast for one tick.
 type Forecast struct {
-	// Level is the current request rate; Slope its trend (req/s per s), Curvature the
-	// trend's bend (req/s per s², < 0: the rise is slowing) and Spread the standard
-	// deviation of its variation beyond Poisson noise (around the trend, or around the
-	// period when the forecast follows one).
-	Level, Slope, Curvature, Spread float64
+	// Level is the current request rate; Slope its trend (req/s per s) and Spread the
+	// standard deviation of its variation beyond Poisson noise (around the trend, or around
+	// the period when the forecast follows one).
+	Level, Slope, Spread float64
 	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
 	// coming lead time, scaled to the current level.
 	PeriodS, Seasonal float64
@@ -321,7 +316,6 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	if len(xs) >= 3 {
 		tf := fitTrend(xs, ys)
 		f.Slope = tf.slope / a.BucketS
-		f.Curvature = tf.curve / (a.BucketS * a.BucketS)
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
 		rise = tf.rise(horizon / a.BucketS)
 	}
@@ -632,7 +626,7 @@ func (t *tick) ahead() Decision {
 
 	need := map[Component]int{}
 	var why []string
-	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s bending %+.5f/s², spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Curvature, f.Spread, f.Burst))
+	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s, spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Spread, f.Burst))
 	if f.PeriodS > 0 {
 		why[0] += fmt.Sprintf(", period %.0f s (r %.2f) → %.2f", f.PeriodS, f.Correlation, f.Seasonal)
 		if f.Trusted {
@@ -1032,16 +1026,12 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 	return out
 }
 
-// trendFit is the trend window's fit of the bucket rates (x in buckets, 0 the newest): a
-// least-squares line and, with at least aheadCurveBuckets buckets, a parabola.
+// trendFit is the trend window's least-squares line through the bucket rates (x in
+// buckets, 0 the newest).
 type trendFit struct {
 	// slope is the line's slope (req/s per bucket).
 	slope float64
-	// curve and qslope are the parabola's second coefficient and its slope at the newest
-	// bucket (0 without a parabola); curve < 0: the rise is slowing.
-	curve, qslope float64
-	// variance is the residuals' variance around the line: on bursty traffic the bend of a
-	// few buckets is variation too, so it stays in the margin.
+	// variance is the residuals' variance around the line.
 	variance float64
 }
 
@@ -1058,35 +1048,12 @@ func fitTrend(xs, ys []float64) trendFit {
 		d := ys[i] - (icept + slope*x)
 		tf.variance += d * d / float64(len(xs)-2)
 	}
-	if len(xs) < aheadCurveBuckets {
-		return tf
-	}
-	// The parabola y = c0 + c1·x + c2·x² by least squares (a QR solve of the Vandermonde
-	// system).
-	v := mat.NewDense(len(rel), 3, nil)
-	for i, x := range rel {
-		v.Set(i, 0, 1)
-		v.Set(i, 1, x)
-		v.Set(i, 2, x*x)
-	}
-	var c mat.VecDense
-	if err := c.SolveVec(v, mat.NewVecDense(len(ys), slices.Clone(ys))); err != nil {
-		return tf
-	}
-	tf.curve, tf.qslope = c.AtVec(2), c.AtVec(1)
 	return tf
 }
 
-// rise is how much the rate rises over the next h buckets (≥ 0: a falling trend never
-// scales down early): the line's slope, damped at a turn — where the parabola bends down,
-// its own rise when that is less, so a peak is not overshot.
-func (tf trendFit) rise(h float64) float64 {
-	r := tf.slope * h
-	if tf.curve < 0 {
-		r = math.Min(r, tf.qslope*h+tf.curve*h*h)
-	}
-	return math.Max(0, r)
-}
+// rise is how much the rate rises over the next h buckets along the line (≥ 0: a falling
+// trend never scales down early).
+func (tf trendFit) rise(h float64) float64 { return math.Max(0, tf.slope*h) }
 
 // peakSince is the highest count of the recommendations h (a window kept by
 // pushRecommendation: decreasing counts, oldest first) made at since or later (0: none).

@@ -474,8 +474,6 @@ func TestFitTrend_Rise(t *testing.T) {
 	}{
 		{"a line rises by its slope", func(x float64) float64 { return 5 + 2*x }, 3, 6 - 1e-9, 6 + 1e-9},
 		{"a falling line never scales down early", func(x float64) float64 { return 50 - 2*x }, 3, 0, 0},
-		{"a rise that slows is damped by its bend", func(x float64) float64 { return 10 + 8*(x-10) - 0.8*(x-10)*(x-10) }, 3, 0, 3},
-		{"past the turn, no rise", func(x float64) float64 { return 40 - (x-12)*(x-12) }, 3, 0, 0},
 		{"a rise that speeds up keeps the line's slope", func(x float64) float64 { return 5 + (x-10)*(x-10) }, 3, 12 - 1e-9, 12 + 1e-9},
 	}
 	for _, tc := range tests {
@@ -486,9 +484,7 @@ func TestFitTrend_Rise(t *testing.T) {
 			require.LessOrEqual(t, got, tc.max)
 		})
 	}
-	// Fewer buckets than a parabola needs: the line alone.
 	tf := fitTrend([]float64{3, 2, 1}, []float64{30, 20, 10})
-	require.Zero(t, tf.curve)
 	require.InDelta(t, 10, tf.slope, 1e-9)
 	require.InDelta(t, 0, tf.variance, 1e-9)
 }
