@@ -327,10 +327,10 @@ func (d *demo) run(ctx context.Context) error {
 	})
 	if cfg.Mode == config.ModeAgg {
 		d.say("deployments file %s: %d aggregated engines starting under the local connector (start-up delay %s), GPU pool of %d",
-			depFile, cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+			depFile, startD, o.startupDelay, o.gpus)
 	} else {
 		d.say("deployments file %s: %d prefill + %d decode engines starting under the local connector (start-up delay %s), GPU pool of %d",
-			depFile, cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints(), o.startupDelay, o.gpus)
+			depFile, startP, startD, o.startupDelay, o.gpus)
 	}
 	if err := pools.WaitReady(ctx, o.startupDelay+time.Minute); err != nil {
 		return err
