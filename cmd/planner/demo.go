@@ -540,6 +540,9 @@ func (d *demo) simulateSame(ctx context.Context, plan evaluate.Plan) ([]demoSimu
 		name := r.Name
 		if r.Kind == evaluate.KindStatic {
 			name = "best static " + r.Deployment
+			if r.OverBudget {
+				name += " (none within the budget meets the target)"
+			}
 		}
 		out = append(out, demoSimulated{Name: name, GoodputPercent: 100 * r.Goodput, GPUMinutes: r.GPUHours * 60})
 	}

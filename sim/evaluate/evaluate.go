@@ -77,6 +77,9 @@ type Row struct {
 	StartupS float64 `json:"startup_s"`
 	// Deployment describes a static deployment or the oracle's range ("2P 2D", "1–3P 1–4D").
 	Deployment string `json:"deployment,omitempty"`
+	// OverBudget is set on the best-static row when no deployment within the GPU budget
+	// meets the goodput target (the row is then the budget's best split).
+	OverBudget bool `json:"over_budget,omitempty"`
 	Requests   int    `json:"requests"`
 	Finished   int    `json:"finished"`
 	// Good counts the scored requests within both SLAs; Goodput is their share.
@@ -376,7 +379,8 @@ func (p Plan) jobs() ([]job, error) {
 			row.Deployment = sc.DeploymentName(res.Prefill, res.Decode)
 			row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
 			if !res.Feasible {
-				row.Note += "; no deployment within the budget meets the target"
+				row.OverBudget = true
+				row.Note += "; no deployment within the budget meets the target: the split of the whole budget with the most goodput"
 			}
 			return row, nil
 		}})

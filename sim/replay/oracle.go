@@ -325,7 +325,9 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 }
 
 // BestStatic searches the smallest static deployment serving the whole trace at the target
-// goodput (agg: the smallest number of aggregated engines meeting both SLAs): the smallest prefill count meeting the TTFT SLA at the target rate, then the
+// goodput (agg: the smallest number of aggregated engines meeting both SLAs); when none within
+// MaxTotal does, the split of the whole total with the most goodput (Feasible false). The
+// search: the smallest prefill count meeting the TTFT SLA at the target rate, then the
 // smallest decode count meeting both (with more prefill when no decode count does), by
 // bisection over full replays. Smallest is per role, so it is the smallest total when the
 // roles' needs are independent, which they nearly are (decode only sees prefill's timing).
@@ -374,9 +376,31 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 	if runErr != nil {
 		return StaticResult{}, runErr
 	}
-	ro := o.Options
-	ro.Static, ro.InitialPrefill, ro.InitialDecode = true, p, d
-	res, err := Run(reqs, ro)
+	run := func(p, d int) (Result, error) {
+		ro := o.Options
+		ro.Static, ro.InitialPrefill, ro.InitialDecode = true, p, d
+		return Run(reqs, ro)
+	}
+	if !(okP && okD) && o.MaxTotal > 0 && o.Config.Mode != config.ModeAgg {
+		// No deployment within the total meets the target: the best one is the split of the
+		// whole total with the most goodput (the searches' last trial is not it).
+		var best Result
+		bestP := -1
+		for np := o.MinPrefill; np <= o.maxPrefill(o.MinDecode); np++ {
+			nd := o.maxDecode(np)
+			res, err := run(np, nd)
+			if err != nil {
+				return StaticResult{}, err
+			}
+			out.Evaluations++
+			if bestP < 0 || res.Goodput > best.Goodput {
+				best, bestP = res, np
+			}
+		}
+		out.Result, out.Prefill, out.Decode = best, bestP, o.maxDecode(bestP)
+		return out, nil
+	}
+	res, err := run(p, d)
 	if err != nil {
 		return StaticResult{}, err
 	}

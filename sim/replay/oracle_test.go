@@ -57,7 +57,14 @@ func TestBestStaticAndOracle_StayWithinTheTotal(t *testing.T) {
 	capped, err := BestStatic(reqs, o)
 	require.NoError(t, err)
 	require.False(t, capped.Feasible, "one engine fewer than the smallest deployment meeting the target")
-	require.LessOrEqual(t, capped.Prefill+capped.Decode, o.MaxTotal)
+	require.Equal(t, o.MaxTotal, capped.Prefill+capped.Decode, "the whole total, split for the most goodput")
+	for np := 1; np < o.MaxTotal; np++ {
+		ro := o.Options
+		ro.Static, ro.InitialPrefill, ro.InitialDecode = true, np, o.MaxTotal-np
+		res, err := Run(reqs, ro)
+		require.NoError(t, err)
+		require.LessOrEqual(t, res.Goodput, capped.Goodput, "%dP %dD", np, o.MaxTotal-np)
+	}
 	orc, err := Oracle(reqs, o)
 	require.NoError(t, err)
 	require.Positive(t, orc.Infeasible)
