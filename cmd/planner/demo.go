@@ -537,14 +537,14 @@ func (d *demo) simulateSame(ctx context.Context, plan evaluate.Plan) ([]demoSimu
 	}
 	var out []demoSimulated
 	for _, r := range rep.Rows {
-		name := r.Name
+		name, note := r.Name, ""
 		if r.Kind == evaluate.KindStatic {
 			name = "best static " + r.Deployment
 			if r.OverBudget {
-				name += " (none within the budget meets the target)"
+				note = "no deployment within the GPU budget meets the goodput target"
 			}
 		}
-		out = append(out, demoSimulated{Name: name, GoodputPercent: 100 * r.Goodput, GPUMinutes: r.GPUHours * 60})
+		out = append(out, demoSimulated{Name: name, GoodputPercent: 100 * r.Goodput, GPUMinutes: r.GPUHours * 60, Note: note})
 	}
 	return out, nil
 }

@@ -290,6 +290,9 @@ type demoSimulated struct {
 	Name           string  `json:"name"`
 	GoodputPercent float64 `json:"goodput_percent"`
 	GPUMinutes     float64 `json:"gpu_minutes"`
+	// Note qualifies the row (the best static deployment when none within the budget meets
+	// the goodput target).
+	Note string `json:"note,omitempty"`
 }
 
 // tickRecord is one tick of the summary's timeline.
@@ -356,7 +359,11 @@ func (s demoSummary) lines(cfg config.Config) []string {
 	if len(s.Simulated) > 0 {
 		out = append(out, "the same replay in the simulator (scored after the first start-up window):")
 		for _, r := range s.Simulated {
-			out = append(out, fmt.Sprintf("  %-22s goodput %5.1f%%, %5.1f GPU-minutes", r.Name, r.GoodputPercent, r.GPUMinutes))
+			line := fmt.Sprintf("  %-22s goodput %5.1f%%, %5.1f GPU-minutes", r.Name, r.GoodputPercent, r.GPUMinutes)
+			if r.Note != "" {
+				line += " (" + r.Note + ")"
+			}
+			out = append(out, line)
 		}
 	}
 	return out
