@@ -972,7 +972,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 				}
 				n++
 			}
-			slow := (c == Prefill && tr.TTFTMs != nil && *tr.TTFTMs > t.p.cfg.TTFTMs) ||
+			slow := (c == t.promptPool() && tr.TTFTMs != nil && *tr.TTFTMs > t.p.cfg.TTFTMs) ||
 				(c == Decode && tr.ITLMs != nil && *tr.ITLMs > t.p.cfg.ITLMs)
 			if slow && n < cur {
 				d.note(fmt.Sprintf("ahead: %s not scaled down: its observed latency breaks the SLA", c))

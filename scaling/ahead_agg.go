@@ -187,7 +187,10 @@ func aggBatchAt(s aggShape, pass passFunc, rps, top float64) float64 {
 // coefficient of variation, limit bounds the pool. It also returns the prefill service time
 // at the size found.
 func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2 float64, limit int) (n int, service float64, ok bool) {
-	if !(rate > 0) || !finite(rate) {
+	if !finite(rate) {
+		return 0, 0, false
+	}
+	if !(rate > 0) {
 		return 0, 0, true
 	}
 	if !(perEngine > 0) || !finite(perEngine) {
@@ -344,8 +347,9 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	return min(n, limit), note, true
 }
 
-// aggConcurrency records the aggregated pool's concurrency — the running, preempted and
-// waiting requests of its FPMs — and returns the (1 − aheadBurstShare) quantile of the last
+// aggConcurrency records the aggregated pool's concurrency — the running (decoding and
+// prefilling) and preempted requests of its FPMs, not the waiting prompts, which the backlog
+// rate clears — and returns the (1 − aheadBurstShare) quantile of the last
 // window seconds' (0 without any). Unlike the decode pool's, it does not read a batch from
 // the observed ITL: on an aggregated engine that mostly measures the prefill chunks
 // interleaved, which the capacity model accounts for (read through the disaggregated decode

@@ -48,7 +48,7 @@ func (t *tick) learnDecodeShown() {
 	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
 		for _, f := range fs {
 			n, kv := float64(f.Scheduled.NumDecodeRequests), float64(f.Scheduled.SumDecodeKVTokens)
-			if f.Version != perf.FPMVersion || f.IsHeartbeat() || !finite(f.WallTime) || f.WallTime > limit || n < 1 || kv < 0 {
+			if f.Version != perf.FPMVersion || f.IsHeartbeat() || !finite(f.WallTime) || f.WallTime <= 0 || f.WallTime > limit || n < 1 || kv < 0 {
 				continue
 			}
 			a.DecodeShown = addShown(a.DecodeShown, ShownBatch{N: n, KV: kv})

@@ -80,8 +80,8 @@ type Row struct {
 	// OverBudget is set on the best-static row when no deployment within the GPU budget
 	// meets the goodput target (the row is then the budget's best split).
 	OverBudget bool `json:"over_budget,omitempty"`
-	Requests   int    `json:"requests"`
-	Finished   int    `json:"finished"`
+	Requests   int  `json:"requests"`
+	Finished   int  `json:"finished"`
 	// Good counts the scored requests within both SLAs; Goodput is their share.
 	Good    int     `json:"good"`
 	Goodput float64 `json:"goodput"`

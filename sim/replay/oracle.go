@@ -279,18 +279,24 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 			p, d = o.MinPrefill, o.MinDecode
 		} else {
 			allowed := int(math.Floor((1 - o.Target) * float64(hi-lo) * (1 + 1e-12)))
-			trial := func(np, nd int, ttftOnly bool) bool {
+			// good replays the interval's requests on np prefill and nd decode engines and
+			// counts those within the SLAs (-1: the targets are refused); over the allowed
+			// misses it stops early, so the count is exact only up to there.
+			good := func(np, nd int, ttftOnly bool, allowedBad int) int {
 				out.Evaluations++
 				c := s.clone()
 				if err := c.setTargets(np, nd); err != nil {
-					return false
+					return -1
 				}
 				w := &watch{lo: lo, hi: hi, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs,
-					pos: pos, n: hi - lo, allowedBad: allowed}
+					pos: pos, n: hi - lo, allowedBad: allowedBad}
 				c.watch = w
 				c.stop = w.over
 				c.advanceTo(math.Inf(1))
-				return w.resolved-w.bad >= (hi-lo)-allowed
+				return w.resolved - w.bad
+			}
+			trial := func(np, nd int, ttftOnly bool) bool {
+				return good(np, nd, ttftOnly, allowed) >= (hi-lo)-allowed
 			}
 			okP, okD := true, false
 			if !s.agg {
@@ -307,6 +313,16 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 			st.Feasible = okP && okD
 			if !st.Feasible {
 				out.Infeasible++
+				if o.MaxTotal > 0 && !s.agg {
+					// Within the total, the split serving the most of the interval's requests
+					// (the searches' last trial starves decode).
+					bestGood := -1
+					for np := o.MinPrefill; np <= o.maxPrefill(o.MinDecode); np++ {
+						if g := good(np, o.maxDecode(np), false, hi-lo); g > bestGood {
+							bestGood, p, d = g, np, o.maxDecode(np)
+						}
+					}
+				}
 			}
 		}
 		st.Prefill, st.Decode = p, d

@@ -70,6 +70,9 @@ func TestBestStaticAndOracle_StayWithinTheTotal(t *testing.T) {
 	require.Positive(t, orc.Infeasible)
 	for _, st := range orc.Schedule {
 		require.LessOrEqual(t, st.Prefill+st.Decode, o.MaxTotal, "at %.0f s", st.At)
+		if !st.Feasible {
+			require.Equal(t, o.MaxTotal, st.Prefill+st.Decode, "at %.0f s: an interval no split serves gets the whole total", st.At)
+		}
 	}
 }
 

@@ -797,7 +797,8 @@ func (s *sim) capabilities(role engine.Role) *scaling.EngineCapabilities {
 // the requests that arrived (requests_started_total), the TTFT and ISL of the requests whose
 // first token came (both observed with the first response), the OSL, ITL and duration of
 // those that finished (observed at completion). A mean without observations is nil, as the
-// Prometheus source reads it, except that an idle window (no arrival) has none at all.
+// Prometheus source reads it, except that a window without arrivals has no ISL or OSL (its
+// TTFT, ITL and duration means are still those of the requests that got there in it).
 func (s *sim) traffic(t, dur float64) *scaling.TrafficObservation {
 	from := t - dur
 	obs := &scaling.TrafficObservation{DurationS: dur}
