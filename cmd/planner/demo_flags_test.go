@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/router"
 	"github.com/llmplanner/planner/worker"
@@ -57,4 +58,17 @@ func TestDemoPrefixCachingAndRouter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, router.KV, plan.Scenario.Router)
 	require.True(t, plan.Scenario.PrefixCache)
+}
+
+// TestDemoSummaryOverBudgetNote checks the simulated comparison's lines: the best static row
+// keeps the others' alignment and says after its numbers when no deployment within the
+// budget meets the target.
+func TestDemoSummaryOverBudgetNote(t *testing.T) {
+	s := demoSummary{Simulated: []demoSimulated{
+		{Name: "this config", GoodputPercent: 84.5, GPUMinutes: 33.4},
+		{Name: "best static 9P 3D", GoodputPercent: 89.4, GPUMinutes: 34.4, Note: "no deployment within the GPU budget meets the goodput target"},
+	}}
+	lines := s.lines(config.Default())
+	require.Contains(t, lines, "  this config            goodput  84.5%,  33.4 GPU-minutes")
+	require.Contains(t, lines, "  best static 9P 3D      goodput  89.4%,  34.4 GPU-minutes (no deployment within the GPU budget meets the goodput target)")
 }
