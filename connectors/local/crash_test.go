@@ -24,19 +24,51 @@ import (
 
 // crashHelperEnv, set to a folder, makes the test binary a supervisor of a deployment in that
 // folder which dies (SIGKILL to itself) right after starting a worker and before recording its
-// pid: the crash window of a scale-up. fakeworkerEnv passes it the fakeworker binary.
+// pid (crashScenarioEnv says which decision it applies). fakeworkerEnv passes it the
+// fakeworker binary.
 const (
-	crashHelperEnv = "LOCAL_TEST_CRASH_HELPER"
-	fakeworkerEnv  = "LOCAL_TEST_FAKEWORKER"
+	crashHelperEnv   = "LOCAL_TEST_CRASH_HELPER"
+	crashScenarioEnv = "LOCAL_TEST_CRASH_SCENARIO"
+	fakeworkerEnv    = "LOCAL_TEST_FAKEWORKER"
 )
 
-// crashHelper opens a supervisor in dir with no worker, then applies decision 1 (one decode
-// worker) and dies in the window between the worker's start and the recording of its pid.
-// It returns only on failure.
-func crashHelper(dir string) int {
-	cfg := baseConfig(dir, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	l, err := Open(cfg, connectors.Targets{Prefill: n(0), Decode: n(0)})
+// The crash helper's scenarios.
+const (
+	// crashScaleUp: from no worker, decision 1 starts one decode worker; the helper dies
+	// before recording its pid (the crash window of a scale-up).
+	crashScaleUp = "scale-up"
+	// crashShrinkAndGrow: on 8 GPUs at 4 prefill and 3 decode workers, decision 1 asks for 2
+	// prefill and 6 decode (every GPU): one decode worker starts on the free GPU, two wait for
+	// the GPUs of the two prefill workers to drain; the helper dies once the decode worker is
+	// started, before Apply returns (the window between a start and the drains of the same
+	// decision). The workers drain until the test releases them (drainArgs).
+	crashShrinkAndGrow = "shrink-and-grow"
+)
+
+// crashHelper runs the crash scenario in dir. It returns only on failure.
+func crashHelper(dir, scenario string) int {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var cfg Config
+	var initial, targets connectors.Targets
+	switch scenario {
+	case crashScaleUp:
+		cfg = baseConfig(dir, logger)
+		initial, targets = connectors.Targets{Prefill: n(0), Decode: n(0)}, connectors.Targets{Decode: n(1)}
+	case crashShrinkAndGrow:
+		cfg = baseConfig(dir, logger, drainArgs(dir)...)
+		initial, targets = connectors.Targets{Prefill: n(4), Decode: n(3)}, connectors.Targets{Prefill: n(2), Decode: n(6)}
+	default:
+		fmt.Fprintf(os.Stderr, "crash helper: unknown scenario %q\n", scenario)
+		return 2
+	}
+	l, err := Open(cfg, initial)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "crash helper:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.WaitSettled(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "crash helper:", err)
 		return 2
 	}
@@ -45,9 +77,22 @@ func crashHelper(dir string) int {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
-	err = l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)})
+	err = l.Apply(context.Background(), 1, targets)
 	fmt.Fprintln(os.Stderr, "crash helper: apply returned instead of dying:", err)
 	return 3
+}
+
+// runCrashHelper runs the crash helper's scenario in dir and checks that it died by SIGKILL
+// where it should.
+func runCrashHelper(t *testing.T, dir, scenario string) {
+	t.Helper()
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), crashHelperEnv+"="+dir, crashScenarioEnv+"="+scenario, fakeworkerEnv+"="+fakeworker)
+	out, err := helper.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the helper should die: %s", out)
+	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "the helper should die by SIGKILL: %s", out)
+	require.Contains(t, string(out), "dying before recording it")
 }
 
 // workerPIDs returns the pids the log of worker name says it started with, waiting for the
@@ -73,13 +118,7 @@ func workerPIDs(t *testing.T, dir, name string) []int {
 
 func TestCrashBetweenStartAndRecordAdoptsTheWorker(t *testing.T) {
 	dir := t.TempDir()
-	helper := exec.Command(os.Args[0], "-test.run=^$")
-	helper.Env = append(os.Environ(), crashHelperEnv+"="+dir, fakeworkerEnv+"="+fakeworker)
-	out, err := helper.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "the helper should die: %s", out)
-	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "the helper should die by SIGKILL: %s", out)
-	require.Contains(t, string(out), "dying before recording it")
+	runCrashHelper(t, dir, crashScaleUp)
 
 	// The helper recorded the worker before starting it: an intent, without a pid.
 	cfg := config(t, dir)

@@ -33,7 +33,7 @@ var fakeworker string
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashHelperEnv); dir != "" {
 		fakeworker = os.Getenv(fakeworkerEnv)
-		os.Exit(crashHelper(dir))
+		os.Exit(crashHelper(dir, os.Getenv(crashScenarioEnv)))
 	}
 	dir, err := os.MkdirTemp("", "fakeworker")
 	if err != nil {
@@ -161,7 +161,13 @@ func drainUntilReleased(t *testing.T, dir string) (args []string, release func(n
 	release = func(name string) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "release-"+name), nil, 0o644))
 	}
-	return []string{"--drain-until", filepath.Join(dir, "release-{name}")}, release
+	return drainArgs(dir), release
+}
+
+// drainArgs are the fakeworker arguments that make a worker in dir drain until the file
+// release-<its name> exists in dir.
+func drainArgs(dir string) []string {
+	return []string{"--drain-until", filepath.Join(dir, "release-{name}")}
 }
 
 // releaseAtEnd releases every worker of l when the test ends (registered after open, it runs
