@@ -347,3 +347,159 @@ func TestFailedStartUndoesTheRecordedStarts(t *testing.T) {
 	_, err = os.Stat(cfg.StateFile)
 	require.ErrorIs(t, err, os.ErrNotExist, "a failed Open records nothing")
 }
+
+// killAtEnd kills the process group of pid when the test ends, if the same process still runs
+// (should the test fail before a supervisor owns it).
+func killAtEnd(t *testing.T, pid int) {
+	t.Helper()
+	proc, err := readProcStat(pid)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if alive, _ := processAlive(pid, proc.startTime); alive {
+			_ = signalGroup(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// poolShape is what a pool holds: live workers (starting or ready), draining workers and
+// pending workers.
+type poolShape struct{ live, draining, pending int }
+
+// shapeOf counts the pool shapes of st.
+func shapeOf(st state) map[scaling.Component]poolShape {
+	shapes := map[scaling.Component]poolShape{}
+	for _, w := range st.Workers {
+		s := shapes[w.Component]
+		switch {
+		case w.live():
+			s.live++
+		case w.State == Draining:
+			s.draining++
+		}
+		shapes[w.Component] = s
+	}
+	for _, p := range st.Pending {
+		s := shapes[p.Component]
+		s.pending++
+		shapes[p.Component] = s
+	}
+	return shapes
+}
+
+// requireConsistent checks that st agrees with its targets: no pool holds more live workers
+// than its target, live and pending workers together are the target, and no GPU is held by
+// two workers that may still run, nor one outside the pool.
+func requireConsistent(t *testing.T, st state, pool []int, what string) {
+	t.Helper()
+	shapes := shapeOf(st)
+	for _, c := range components {
+		target := *st.Targets.get(c)
+		s := shapes[c]
+		require.LessOrEqual(t, s.live, target, "%s: %s holds %d live workers (%d draining), over its target %d", what, c, s.live, s.draining, target)
+		require.Equal(t, target, s.live+s.pending, "%s: %s live and pending workers (%+v) against its target", what, c, s)
+	}
+	holder := map[int]string{}
+	for _, w := range st.Workers {
+		if !w.mayBeAlive() {
+			continue
+		}
+		for _, g := range w.GPUs {
+			require.Contains(t, pool, g, "%s: %s holds GPU %d, outside the pool", what, w.Name, g)
+			require.NotContains(t, holder, g, "%s: GPU %d given to %s and %s", what, g, holder[g], w.Name)
+			holder[g] = w.Name
+		}
+	}
+}
+
+func TestCrashBetweenStartAndDrainAdoptsAConsistentState(t *testing.T) {
+	// A shrink-and-grow decision on a full pool of 8 GPUs: 4P 3D to 2P 6D. One decode worker
+	// can start at once (GPU 7), two wait for the GPUs of the two prefill workers that drain.
+	// The supervisor dies right after starting the decode worker.
+	dir := t.TempDir()
+	runCrashHelper(t, dir, crashShrinkAndGrow)
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
+	crashed, ok, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.True(t, ok)
+	started := map[string]int{} // the helper's workers' pids, by name
+	for _, w := range crashed.Workers {
+		pid := w.PID
+		if w.intent() {
+			pids := workerPIDs(t, dir, w.Name)
+			require.Len(t, pids, 1, w.Name)
+			pid = pids[0]
+		}
+		started[w.Name] = pid
+		killAtEnd(t, pid)
+	}
+	require.Len(t, started, 8, "4 prefill, 3 decode and the decode worker being started: %v", started)
+
+	passes := watchChecks(&cfg)
+	l := open(t, cfg, connectors.Targets{})
+	releaseAtEnd(t, l, release)
+	ctx := context.Background()
+
+	// The adopted state: the surplus prefill workers drain, the decode worker started before
+	// the crash is adopted, and the two others are pending.
+	adopted := func() state {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		st := l.st
+		st.Workers, st.Pending = slices.Clone(st.Workers), slices.Clone(st.Pending)
+		return st
+	}
+	st := adopted()
+	require.Equal(t, poolCounts{Prefill: 2, Decode: 6}, st.Targets, "the decision's targets were recorded with the start")
+	require.Zero(t, st.AppliedDecisionID, "decision 1 was not recorded as applied")
+	for _, tc := range []struct {
+		pool scaling.Component
+		want poolShape
+	}{
+		{scaling.Prefill, poolShape{live: 2, draining: 2}},
+		{scaling.Decode, poolShape{live: 4, pending: 2}},
+	} {
+		require.Equal(t, tc.want, shapeOf(st)[tc.pool], "%s after the restart", tc.pool)
+	}
+	requireConsistent(t, st, cfg.GPUs, "after the restart")
+	ws := byName(l.Workers())
+	for _, name := range []string{"demo_prefill_2", "demo_prefill_3"} {
+		require.Equal(t, Draining, ws[name].State, name)
+		require.Equal(t, started[name], ws[name].PID, "%s adopted", name)
+		logHas(t, ws[name], "sigterm\n")
+	}
+	require.Equal(t, started["demo_decode_3"], ws["demo_decode_3"].PID, "the worker started before the crash is adopted")
+	require.Equal(t, []int{7}, ws["demo_decode_3"].GPUs)
+
+	// The state file the crashed supervisor left already agreed with the decision's targets:
+	// the drains were recorded with the decode worker's intent, before their SIGTERM.
+	requireConsistent(t, crashed, cfg.GPUs, "the state file left by the crash")
+	for _, w := range crashed.Workers {
+		if w.Name == "demo_prefill_2" || w.Name == "demo_prefill_3" {
+			require.Equal(t, Draining, w.State, "%s as the crash left it", w.Name)
+			require.Nil(t, w.StopAt, "%s was not signalled before the crash", w.Name)
+		}
+	}
+
+	// The planner's retry of the decision starts and drains nothing more.
+	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Prefill: n(2), Decode: n(6)}))
+	st = adopted()
+	require.Equal(t, int64(1), st.AppliedDecisionID)
+	requireConsistent(t, st, cfg.GPUs, "after the retried decision")
+	logs, err := os.ReadDir(filepath.Join(dir, "logs"))
+	require.NoError(t, err)
+	require.Len(t, logs, 8, "no process was started")
+
+	// The drains free their GPUs for the pending decode workers.
+	passes.wait(t, 1)
+	require.Equal(t, 2, l.Counts(scaling.Decode).Pending, "nothing starts while the drains go on")
+	release("demo_prefill_3")
+	release("demo_prefill_2")
+	settle(t, l)
+	require.Equal(t, []string{"demo_prefill:ready", "demo_prefill_1:ready", "demo_decode:ready", "demo_decode_1:ready",
+		"demo_decode_2:ready", "demo_decode_3:ready", "demo_decode_4:ready", "demo_decode_5:ready"}, names(l.Workers()))
+	requireConsistent(t, adopted(), cfg.GPUs, "once settled")
+	require.Equal(t, []int{started["demo_decode_3"]}, workerPIDs(t, dir, "demo_decode_3"), "started once")
+	require.Equal(t, 0, l.Failures(scaling.Prefill))
+	require.Equal(t, 0, l.Failures(scaling.Decode))
+}

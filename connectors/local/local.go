@@ -8,11 +8,15 @@
 // file written atomically). A worker is recorded in the state file before its process is
 // started, and the process carries a marker in its environment (WorkerMarkerEnv): a
 // supervisor stopped before it could record the pid finds the process by its marker when it
-// opens again, rather than starting a second one. Scale-down drains the highest-suffix
-// workers: SIGTERM to the group, SIGKILL after the drain timeout. A background reconcile
-// loop probes readiness (ReadyURL answering 200), detects workers that died (reported, never
-// silently restarted), enforces drain and start deadlines, and frees the GPUs and ports of
-// drained workers.
+// opens again, rather than starting a second one. A decision's drains are recorded before its
+// first start, so a supervisor stopped in the middle of a decision leaves a state file that
+// agrees with the new targets (extra workers draining, new ones started or pending); they are
+// signalled once its starts succeeded (a failed start undoes the decision, drains included),
+// and a supervisor opening the state file signals the draining workers that were not.
+// Scale-down drains the highest-suffix workers: SIGTERM to the group, SIGKILL after the drain
+// timeout. A background reconcile loop probes readiness (ReadyURL answering 200), detects
+// workers that died (reported, never silently restarted), enforces drain and start
+// deadlines, and frees the GPUs and ports of drained workers.
 //
 // A decision is applied at once when its targets fit the pool of GPUs, even when the GPUs the
 // new workers need are still held by draining workers (a decision shrinking one pool and
@@ -200,12 +204,13 @@ func pick(t connectors.Targets, c scaling.Component) *int {
 	return t.Decode
 }
 
-// adopt checks the workers read from the state file: live ones are adopted, dead ones are
-// marked exited (drained ones are dropped). An intent (a worker recorded before its start,
-// whose pid was never recorded) is resolved by its marker: the process carrying it is
-// adopted; without one the intent is dropped, so the next apply starts the worker once. It
-// fails only when the processes cannot be listed to look for an intent's process (dropping
-// the intent could then start a worker twice). Called with the lock held.
+// adopt checks the workers read from the state file: live ones are adopted (a draining one
+// not signalled yet gets its SIGTERM), dead ones are marked exited (drained ones are
+// dropped). An intent (a worker recorded before its start, whose pid was never recorded) is
+// resolved by its marker: the process carrying it is adopted; without one the intent is
+// dropped, so the next apply starts the worker once. It fails only when the processes cannot
+// be listed to look for an intent's process (dropping the intent could then start a worker
+// twice). Called with the lock held.
 func (l *Local) adopt() error {
 	now := l.cfg.now()
 	kept := l.st.Workers[:0]
@@ -235,7 +240,14 @@ func (l *Local) adopt() error {
 		}
 		if alive {
 			if (w.State == Draining || w.State == Failed) && w.StopAt == nil {
-				w.StopAt = &now // the drain deadline counts from now
+				// Recorded stopping but not signalled: the supervisor stopped between
+				// recording a decision's drains and recording their SIGTERM (reconcile,
+				// then Apply's write). It gets its SIGTERM now (a second one if the first
+				// was sent but not recorded: the drain it asks for is the same), and the
+				// drain deadline counts from now.
+				l.log.Info("worker recorded draining was not signalled before the supervisor stopped; stopping it",
+					"worker", w.Name, "pid", w.PID)
+				l.stopWorker(&w, w.State, now)
 			}
 			l.log.Info("adopted running worker", "worker", w.Name, "pid", w.PID, "state", w.State)
 			kept = append(kept, w)
@@ -260,7 +272,8 @@ func (l *Local) adopt() error {
 // Apply brings the deployment to the targets (a nil target leaves the pool alone): it cancels
 // pending workers a pool no longer needs, starts the missing workers the free GPUs can take
 // (dead ones are replaced), leaves the others pending until draining workers free their GPUs,
-// and drains the extra ones, highest suffix first, then records the decision in the state
+// and drains the extra ones, highest suffix first (recorded as draining before the first
+// start is, signalled once every start succeeded), then records the decision in the state
 // file. It returns once the new processes are started and the state written, without waiting
 // for readiness, drains or pending workers. The newest decision again is a no-op, an older
 // one fails with ErrStaleDecision; targets the pool of GPUs could never hold (more GPUs than
@@ -307,12 +320,13 @@ func (l *Local) Apply(ctx context.Context, decisionID int64, targets connectors.
 }
 
 // reconcile makes the workers match targets: it drops dead workers, cancels the pending
-// workers a pool no longer needs (newest first), queues the missing ones, starts those the
-// free GPUs can take now and drains the extra running ones, highest suffix first. A worker
-// whose GPUs are still held by a draining (or failed, stopping) worker stays pending and is
-// started by the reconcile loop when they free (startPending). It checks the targets before
-// changing anything: an error wrapping ErrInvalidTargets (targets the pool of GPUs could
-// never hold) leaves the deployment as it was, and so does a failed start. Called with the
+// workers a pool no longer needs (newest first), queues the missing ones, marks the extra
+// running ones draining (highest suffix first), starts the queued workers the free GPUs can
+// take now, and only then signals the drains. A worker whose GPUs are still held by a
+// draining (or failed, stopping) worker stays pending and is started by the reconcile loop
+// when they free (startPending). It checks the targets before changing anything: an error
+// wrapping ErrInvalidTargets (targets the pool of GPUs could never hold) leaves the
+// deployment as it was, and so does a failed start (no drain was signalled). Called with the
 // lock held.
 func (l *Local) reconcile(targets poolCounts) error {
 	live := map[scaling.Component][]Worker{} // copies: the slice is compacted below
@@ -384,15 +398,37 @@ func (l *Local) reconcile(targets poolCounts) error {
 			l.st.Pending = append(l.st.Pending, PendingWorker{Component: c, Since: now})
 		}
 	}
-	if started, err := l.startPending(false); err != nil {
-		return l.unstart(started, prevTargets, prevPending, err)
-	}
 
+	// The drains are recorded before the starts: the extra running workers, highest suffix
+	// first, are marked draining before startPending records the first intent (each start
+	// writes the state file), so every state file this reconcile writes agrees with the new
+	// targets. A supervisor that dies at any point of it leaves the extra workers draining
+	// (the next one signals them, adopt) and the new ones started or pending: never a pool
+	// over its target, nor a pending worker that waits for GPUs no drain will free.
+	//
+	// They are signalled only once every start succeeded: a failed start undoes the whole
+	// decision (unstart), and a SIGTERM cannot be taken back, so until then a marked worker
+	// (draining, no StopAt) still serves and goes back to what it was. A failed apply then
+	// changed nothing, as the Connector contract says: the planner retries the decision or
+	// decides again from the deployment as it was, with no capacity lost to a decision that
+	// was not applied.
+	var drains []drainMark
 	for _, c := range components {
 		ws := live[c]
 		slices.SortFunc(ws, func(a, b Worker) int { return b.Index - a.Index })
 		for _, w := range ws[:max(0, len(ws)-*targets.get(c))] {
-			l.stopWorker(l.find(w.PID), Draining, now)
+			if rec := l.find(w.PID); rec != nil {
+				rec.State = Draining // StopAt stays nil: not signalled yet
+				drains = append(drains, drainMark{pid: w.PID, was: w.State})
+			}
+		}
+	}
+	if started, err := l.startPending(false); err != nil {
+		return l.unstart(started, drains, prevTargets, prevPending, err)
+	}
+	for _, d := range drains {
+		if w := l.find(d.pid); w != nil {
+			l.stopWorker(w, Draining, now)
 			l.log.Info("draining worker", "worker", w.Name, "pid", w.PID)
 		}
 	}
@@ -489,12 +525,25 @@ func (l *Local) startPending(inLoop bool) ([]string, error) {
 	return started, nil
 }
 
-// unstart undoes the starts of a reconcile that failed: it kills the workers recorded with
-// the given markers and forgets them, restores the targets and the pending workers, records
-// that in the state file (best effort: the file already holds the intents) and returns
-// cause. Called with the lock held.
-func (l *Local) unstart(markers []string, targets poolCounts, pending []PendingWorker, cause error) error {
+// drainMark is a worker a reconcile marked draining before its starts, not signalled yet,
+// and the state it had.
+type drainMark struct {
+	pid int
+	was WorkerState
+}
+
+// unstart undoes a reconcile whose start failed: it kills the workers recorded with the
+// given markers and forgets them, gives the workers marked draining (not signalled yet) their
+// state back, restores the targets and the pending workers, records that in the state file
+// (best effort: the file already holds the intents, and the drains, when a start was
+// recorded) and returns cause. Called with the lock held.
+func (l *Local) unstart(markers []string, drains []drainMark, targets poolCounts, pending []PendingWorker, cause error) error {
 	l.forget(markers)
+	for _, d := range drains {
+		if w := l.find(d.pid); w != nil && w.State == Draining && w.StopAt == nil {
+			w.State = d.was
+		}
+	}
 	l.st.Targets, l.st.Pending = targets, pending
 	if len(markers) > 0 {
 		if err := l.persist(); err != nil {

@@ -656,6 +656,58 @@ func TestPendingWorkerThatCannotStartIsReported(t *testing.T) {
 	require.Len(t, st.Workers, 1, "the failed start is not recorded")
 }
 
+func TestFailedStartOfAShrinkAndGrowSignalsNoDrain(t *testing.T) {
+	dir := t.TempDir()
+	args, release := drainUntilReleased(t, dir)
+	cfg := config(t, dir, args...)
+	l := open(t, cfg, connectors.Targets{Prefill: n(4), Decode: n(3)})
+	releaseAtEnd(t, l, release)
+	settle(t, l)
+	before := l.Workers()
+	ctx := context.Background()
+
+	// The decode worker that could start on the free GPU cannot: the decision is undone,
+	// and the prefill workers it had marked draining (recorded with the decode worker's
+	// intent) were never signalled and serve on.
+	l.mu.Lock()
+	command := l.cfg.Decode.Command
+	l.cfg.Decode.Command = []string{filepath.Join(dir, "missing-engine")}
+	l.mu.Unlock()
+	err := l.Apply(ctx, 1, connectors.Targets{Prefill: n(2), Decode: n(6)})
+	require.ErrorContains(t, err, "missing-engine")
+	require.Equal(t, before, l.Workers(), "no worker draining, none signalled (no StopAt)")
+	require.Empty(t, l.Pending())
+	st, _, err := readState(cfg.StateFile)
+	require.NoError(t, err)
+	require.Equal(t, poolCounts{Prefill: 4, Decode: 3}, st.Targets, "the targets are restored")
+	require.Zero(t, st.AppliedDecisionID)
+	require.Empty(t, st.Pending)
+	require.Len(t, st.Workers, 7)
+	for _, w := range st.Workers {
+		require.Equal(t, Ready, w.State, "%s as recorded", w.Name)
+		require.Nil(t, w.StopAt, "%s as recorded", w.Name)
+	}
+
+	// The retry, once the engine is back, applies the decision: the drains are signalled.
+	l.mu.Lock()
+	l.cfg.Decode.Command = command
+	l.mu.Unlock()
+	require.NoError(t, l.Apply(ctx, 1, connectors.Targets{Prefill: n(2), Decode: n(6)}))
+	require.Equal(t, Counts{Ready: 2, Draining: 2}, l.Counts(scaling.Prefill))
+	decode := l.Counts(scaling.Decode)
+	require.Equal(t, 4, decode.Ready+decode.Starting)
+	require.Equal(t, 2, decode.Pending)
+	ws := byName(l.Workers())
+	for _, name := range []string{"demo_prefill_2", "demo_prefill_3"} {
+		require.NotNil(t, ws[name].StopAt, name)
+		logHas(t, ws[name], "sigterm\n")
+		release(name)
+	}
+	settle(t, l)
+	require.Equal(t, []string{"demo_prefill:ready", "demo_prefill_1:ready", "demo_decode:ready", "demo_decode_1:ready",
+		"demo_decode_2:ready", "demo_decode_3:ready", "demo_decode_4:ready", "demo_decode_5:ready"}, names(l.Workers()))
+}
+
 func TestAbsurdTargetsAreRefusedBeforeAnything(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

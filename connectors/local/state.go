@@ -65,7 +65,9 @@ type Worker struct {
 	// StartedAt is when the process was started; ReadyAt when it was first seen ready.
 	StartedAt time.Time  `json:"started_at"`
 	ReadyAt   *time.Time `json:"ready_at,omitempty"`
-	// StopAt is when the supervisor sent SIGTERM (draining or failed workers).
+	// StopAt is when the supervisor sent SIGTERM (draining or failed workers). A draining
+	// worker without one was marked by a decision whose starts were being recorded, and not
+	// signalled yet (reconcile): the next supervisor to open the state file signals it.
 	StopAt *time.Time `json:"stop_at,omitempty"`
 	// KilledAt is when the supervisor sent SIGKILL after the drain timeout.
 	KilledAt *time.Time `json:"killed_at,omitempty"`
