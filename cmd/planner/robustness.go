@@ -29,6 +29,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		data, profile  string
 		out, policies  string
 		oracle, asJSON bool
+		static         bool
 		quiet          bool
 		parallel       int
 	)
@@ -40,6 +41,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
 	fs.StringVar(&policies, "policies", "ahead,dynamo-sla", "built-in policies scored on every case")
 	fs.BoolVar(&oracle, "oracle", false, "also run the hindsight oracle on every case (slow)")
+	fs.BoolVar(&static, "static", true, "search the best static deployment of every case (--static=false: the policies only, faster)")
 	fs.StringVar(&out, "out", "", "also write the JSON report to this file")
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report instead of Markdown")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
@@ -67,7 +69,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	rp := evaluate.RobustPlan{Cases: cases, Seed: seed, DataDir: data, Profile: prof, Policies: splitList(policies),
-		Oracle: oracle, Parallel: parallel}
+		Oracle: oracle, NoStatic: !static, Parallel: parallel}
 	for _, p := range rp.Policies {
 		if !evaluate.IsBuiltin(p) {
 			return fmt.Errorf("robustness: --policies: %q is not a built-in policy (%v)", p, evaluate.BuiltinPolicies)

@@ -41,7 +41,10 @@ type RobustPlan struct {
 	// Policies are built-in policy names (default: ahead, dynamo-sla).
 	Policies []string
 	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
-	Oracle   bool
+	Oracle bool
+	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
+	// comparisons with it are then "-").
+	NoStatic bool
 	Parallel int
 	// Progress, when set, is called after each case with the cases done.
 	Progress func(done, total int, c RobustCase)
@@ -251,7 +254,7 @@ func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []str
 	}
 	sc.Description = in.detail
 	r, err := Run(ctx, Plan{Scenario: sc, Requests: in.reqs, TraceDesc: in.detail, Profile: rp.Profile,
-		Oracle: rp.Oracle, Static: true, Parallel: 1})
+		Oracle: rp.Oracle, Static: !rp.NoStatic, Parallel: 1})
 	if err != nil {
 		return RobustCase{}, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
 	}
@@ -349,19 +352,26 @@ func median(v []float64) float64 {
 func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "Seed %d, %d cases, each scored from 60 s; budget %d GPUs; startup 60 s.\n\n", rep.Seed, len(rep.Cases), robustBudget)
 	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|\n")
-	for _, s := range rep.Summaries() {
-		oracle := "-"
-		if s.MedianVsOracle > 0 {
-			oracle = fmt.Sprintf("%.2f", s.MedianVsOracle)
+	ratio := func(v float64) string {
+		if v > 0 {
+			return fmt.Sprintf("%.2f", v)
 		}
-		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %d of %d | %d of %d | %.2f / %.2f | %.2f | %s |\n", s.Name, 100*s.MinGoodput,
-			100*s.MedianGoodput, s.Meets90, len(rep.Cases), s.Meets95, len(rep.Cases), s.MedianVsBound, s.MaxVsBound, s.MedianVsStatic, oracle)
+		return "-"
+	}
+	for _, s := range rep.Summaries() {
+		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %d of %d | %d of %d | %.2f / %.2f | %s | %s |\n", s.Name, 100*s.MinGoodput,
+			100*s.MedianGoodput, s.Meets90, len(rep.Cases), s.Meets95, len(rep.Cases), s.MedianVsBound, s.MaxVsBound,
+			ratio(s.MedianVsStatic), ratio(s.MedianVsOracle))
 	}
 	fmt.Fprintf(w, "\n| case | trace | requests | SLA ms | bound GPU-h | best static | %s |\n|---|---|---|---|---|---|%s\n",
 		strings.Join(rep.runNames(), " goodput / GPU-h | ")+" goodput / GPU-h", strings.Repeat("---|", len(rep.runNames())))
 	for _, c := range rep.Cases {
+		static := c.BestStatic
+		if static == "" {
+			static = "-"
+		}
 		cells := []string{c.Name, c.Detail, fmt.Sprint(c.Requests), fmt.Sprintf("%g / %g", c.TTFTMs, c.ITLMs),
-			fmt.Sprintf("%.2f", c.LowerBoundGPUHours), c.BestStatic}
+			fmt.Sprintf("%.2f", c.LowerBoundGPUHours), static}
 		for _, r := range c.Rows {
 			cells = append(cells, fmt.Sprintf("%.1f%% / %.2f", 100*r.Goodput, r.GPUHours))
 		}

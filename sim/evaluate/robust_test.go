@@ -97,6 +97,24 @@ func TestRobustness_EndToEnd(t *testing.T) {
 	require.Contains(t, md.String(), "case-00-azure-code")
 }
 
+func TestRobustness_NoStatic(t *testing.T) {
+	rep, err := Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1})
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 1)
+	c := rep.Cases[0]
+	require.Len(t, c.Rows, 1, "the policy only: no best static deployment searched")
+	require.Equal(t, "ahead", c.Rows[0].Name)
+	require.Empty(t, c.BestStatic)
+	sums := rep.Summaries()
+	require.Len(t, sums, 1)
+	require.Zero(t, sums[0].MedianVsStatic)
+	var md bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| - | - |", "the ratios to the static and the oracle are not made up")
+	require.Contains(t, md.String(), fmt.Sprintf("| %.2f | - |", c.LowerBoundGPUHours), "the case has no best static")
+}
+
 func TestMedian(t *testing.T) {
 	require.Zero(t, median(nil))
 	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
