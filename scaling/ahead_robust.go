@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -57,7 +58,8 @@ func (t *tick) learnDecodeShown() {
 }
 
 // addShown adds p to the frontier f unless a point of it dominates p, removing the points p
-// dominates; past aheadShownPoints the point with the fewest requests goes.
+// dominates; past aheadShownPoints the point whose loss costs shownBatch the least goes
+// (shownEvict), so the frontier keeps vouching for short and long contexts alike.
 func addShown(f []ShownBatch, p ShownBatch) []ShownBatch {
 	for _, q := range f {
 		if q.N >= p.N && q.KV >= p.KV {
@@ -67,15 +69,38 @@ func addShown(f []ShownBatch, p ShownBatch) []ShownBatch {
 	f = slices.DeleteFunc(f, func(q ShownBatch) bool { return p.N >= q.N && p.KV >= q.KV })
 	f = append(f, p)
 	if len(f) > aheadShownPoints {
-		i := 0
-		for j := range f {
-			if f[j].N < f[i].N {
-				i = j
-			}
-		}
-		f = slices.Delete(f, i, i+1)
+		f = slices.Delete(f, shownEvict(f), shownEvict(f)+1)
 	}
 	return f
+}
+
+// shownEvict is the index of the frontier point whose removal lowers shownBatch the least,
+// relative to it. A point of N requests and KV tokens vouches the most at its own context
+// KV/N (N requests); without it the next points on either side vouch there for the
+// fewer-requests neighbour's N, or N × the more-requests neighbour's KV / KV: the relative
+// loss is 1 − the larger of those two ratios (a point without a neighbour on one side counts
+// that side as 0, so the extremes go last).
+func shownEvict(f []ShownBatch) int {
+	order := make([]int, len(f))
+	for i := range order {
+		order[i] = i
+	}
+	// On a Pareto frontier more requests means fewer KV tokens: sorted by N, KV descends.
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(f[a].N, f[b].N) })
+	best, bestLoss := order[0], math.Inf(1)
+	for k, i := range order {
+		var fewer, more float64
+		if k > 0 && f[i].N > 0 {
+			fewer = f[order[k-1]].N / f[i].N
+		}
+		if k+1 < len(order) && f[i].KV > 0 {
+			more = f[order[k+1]].KV / f[i].KV
+		}
+		if loss := 1 - math.Max(fewer, more); loss < bestLoss {
+			best, bestLoss = i, loss
+		}
+	}
+	return best
 }
 
 // shownBatch is the largest decode batch of requests at mean context ctx that an engine has

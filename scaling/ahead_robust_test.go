@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/llmplanner/planner/perf"
@@ -30,7 +31,40 @@ func TestAddShown_KeepsTheParetoFrontier(t *testing.T) {
 		f = addShown(f, ShownBatch{N: float64(i + 1), KV: float64(100000 - i)})
 	}
 	require.Len(t, f, aheadShownPoints, "bounded")
-	require.Equal(t, float64(3*aheadShownPoints), f[len(f)-1].N, "the points with the most requests stay")
+	ns := func(f []ShownBatch) (lo, hi float64) {
+		lo, hi = f[0].N, f[0].N
+		for _, q := range f {
+			lo, hi = min(lo, q.N), max(hi, q.N)
+		}
+		return lo, hi
+	}
+	_, hi := ns(f)
+	require.Equal(t, float64(3*aheadShownPoints), hi, "the batch with the most requests stays")
+	require.GreaterOrEqual(t, shownBatch(f, 100000), 0.95, "a batch still vouches for one request at the longest context")
+
+	// A frontier full of short-context batches keeps the one long-context batch it was
+	// given first: it is what a long-context sizing relies on.
+	f = []ShownBatch{{N: 4, KV: 60000}}
+	for i := range 2 * aheadShownPoints {
+		f = addShown(f, ShownBatch{N: float64(20 + i), KV: float64(30000 - 100*i)})
+	}
+	require.Len(t, f, aheadShownPoints)
+	require.Equal(t, 4.0, shownBatch(f, 15000), "at a 15,000-token context the long batch still vouches for 4 requests")
+	lo, hi := ns(f)
+	require.Equal(t, 4.0, lo)
+	require.Equal(t, float64(20+2*aheadShownPoints-1), hi)
+}
+
+func TestShownEvict_TheLeastLoss(t *testing.T) {
+	// Two points close together in the middle: one of them goes, not an extreme.
+	f := []ShownBatch{{N: 5, KV: 50000}, {N: 20, KV: 30000}, {N: 21, KV: 29500}, {N: 60, KV: 10000}}
+	i := shownEvict(f)
+	require.Contains(t, []int{1, 2}, i, "a near-duplicate goes")
+	// Its loss is small: shownBatch at any context drops by under 5%.
+	rest := slices.Delete(slices.Clone(f), i, i+1)
+	for _, ctx := range []float64{100, 500, 1000, 1400, 1500, 2000, 5000, 10000, 20000} {
+		require.GreaterOrEqual(t, shownBatch(rest, ctx), 0.95*shownBatch(f, ctx), "context %v", ctx)
+	}
 }
 
 func TestShownBatch(t *testing.T) {
