@@ -326,7 +326,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// end of the lead time.
 	f.Rate = f.Level + rise + margin
 
-	if period, acf, ok := a.period(); ok {
+	if period, acf, pairs, ok := a.period(); ok {
 		f.PeriodS, f.Correlation = float64(period)*a.BucketS, acf
 		// The last period's level against the one before it: how the pattern has grown.
 		scale := 1.0
@@ -335,7 +335,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 		// Trusted: as correlated over the history as over its last period.
 		spread, recent := a.seasonalFit(period, scale)
-		f.Trusted = acf >= aheadTrustedCorrelation && recent >= aheadTrustedCorrelation
+		f.Trusted = correlationLowerBound(acf, pairs) >= aheadTrustedCorrelation && recent >= aheadTrustedCorrelation
 		ahead := math.NaN()
 		// The lead time's buckets a period ago, and one more — the period is only known to a
 		// bucket — unless it is followed on steady arrivals.
@@ -479,8 +479,8 @@ func (a *AheadState) rateOver(from, to int) float64 {
 
 // period finds the history's dominant period in buckets: the lag (two periods at least in
 // the history, 4 buckets at least) of the highest autocorrelation, when it reaches
-// aheadMinSeasonalCorrelation.
-func (a *AheadState) period() (int, float64, bool) {
+// aheadMinSeasonalCorrelation, with the number of bucket pairs it was measured over.
+func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 	n := len(a.Count)
 	rates := make([]float64, n)
 	var mean float64
@@ -493,7 +493,7 @@ func (a *AheadState) period() (int, float64, bool) {
 		}
 	}
 	if m < 8 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	mean /= float64(m)
 	var denom float64
@@ -503,9 +503,9 @@ func (a *AheadState) period() (int, float64, bool) {
 		}
 	}
 	if denom <= 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	best, bestLag := aheadMinSeasonalCorrelation, 0
+	best, bestLag, bestPairs := aheadMinSeasonalCorrelation, 0, 0
 	for lag := 4; lag <= n/2; lag++ {
 		var num float64
 		pairs := 0
@@ -522,10 +522,22 @@ func (a *AheadState) period() (int, float64, bool) {
 		// Scaled to the full series, so short overlaps are not favoured.
 		acf := num / denom * float64(m) / float64(pairs)
 		if acf > best {
-			best, bestLag = acf, lag
+			best, bestLag, bestPairs = acf, lag, pairs
 		}
 	}
-	return bestLag, best, bestLag > 0
+	return bestLag, best, bestPairs, bestLag > 0
+}
+
+// correlationLowerBound is the lower end of the one-sided aheadQuantileZ (90%) confidence
+// interval of a correlation r measured over pairs pairs (Fisher's z): a high
+// autocorrelation over a handful of buckets — a bursty trace's first minutes — is no
+// evidence of a period, and following a spurious one drops the holds that wait for bursts.
+func correlationLowerBound(r float64, pairs int) float64 {
+	if pairs <= 3 {
+		return -1
+	}
+	z := math.Atanh(math.Min(0.999, math.Max(-0.999, r)))
+	return math.Tanh(z - aheadQuantileZ/math.Sqrt(float64(pairs-3)))
 }
 
 // erlangC is the probability that an arrival waits in an M/M/c queue with offered load a

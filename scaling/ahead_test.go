@@ -546,6 +546,38 @@ func TestAheadState_SeasonalFit(t *testing.T) {
 	require.InDelta(t, 0, (&AheadState{BucketS: 30}).seasonalMiss(20, 1), 0, "no history, no miss")
 }
 
+func TestCorrelationLowerBound(t *testing.T) {
+	require.InDelta(t, 0.5, correlationLowerBound(0.83, 7), 0.02, "0.83 over 7 pairs: the demo's spurious 35 s period")
+	require.Greater(t, correlationLowerBound(0.99, 20), 0.95, "a clean sinusoid's two periods of 30 s buckets")
+	require.Greater(t, correlationLowerBound(1.01, 20), 0.99, "the scaled autocorrelation can pass 1")
+	require.Less(t, correlationLowerBound(0.9, 30), 0.9)
+	require.Greater(t, correlationLowerBound(0.9, 300), correlationLowerBound(0.9, 30), "more pairs, a tighter bound")
+	require.Equal(t, -1.0, correlationLowerBound(0.99, 3), "too few pairs to say anything")
+}
+
+// TestAheadState_ShortHistoryPeriodNotFollowed: two short bursts a few buckets apart show a
+// high autocorrelation at their distance over a handful of buckets; that is no period to
+// follow (following one lifts the holds that wait for the next burst).
+func TestAheadState_ShortHistoryPeriodNotFollowed(t *testing.T) {
+	// The demo's first 70 s (5 s buckets): two bursts 35 s apart, not quite alike.
+	rates := []float64{100, 60, 5, 5, 20, 5, 5, 80, 90, 5, 15, 5, 5, 10}
+	pattern := func(t float64) float64 { return rates[min(len(rates)-1, int(t/5))] }
+	a := AheadState{BucketS: 5}
+	feed(&a, 70, pattern)
+	f, ok := a.forecast(12, 5)
+	require.True(t, ok)
+	require.Equal(t, 35.0, f.PeriodS, "the 35 s lag is found")
+	require.GreaterOrEqual(t, f.Correlation, aheadTrustedCorrelation, "and it is high")
+	require.False(t, f.Trusted, "but one repeat over 70 s is not evidence enough to follow it")
+
+	// The same pattern for ten minutes: now it is a period.
+	b := AheadState{BucketS: 5}
+	feed(&b, 600, func(t float64) float64 { return rates[int(t/5)%len(rates)] })
+	f, ok = b.forecast(12, 5)
+	require.True(t, ok)
+	require.True(t, f.Trusted, "r %.2f", f.Correlation)
+}
+
 func TestAheadState_ForecastFollowsTrustedPeriod(t *testing.T) {
 	// Past the peak of a clean sinusoid the followed period says the rate falls: the
 	// forecast is below the level (the newest bucket's rate), which the trend never goes
