@@ -81,7 +81,8 @@ func (i Inventory) Validate() error {
 	for _, c := range []struct {
 		name string
 		n    *int
-	}{{"ready prefill", i.ReadyPrefill}, {"ready decode", i.ReadyDecode}, {"expected prefill", i.ExpectedPrefill}, {"expected decode", i.ExpectedDecode}} {
+	}{{"ready prefill", i.ReadyPrefill}, {"ready decode", i.ReadyDecode}, {"expected prefill", i.ExpectedPrefill}, {"expected decode", i.ExpectedDecode},
+		{"pending prefill", i.PendingPrefill}, {"pending decode", i.PendingDecode}} {
 		if c.n != nil {
 			if err := config.CheckReplicas(c.name+" count", *c.n); err != nil {
 				errs = append(errs, err)

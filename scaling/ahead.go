@@ -910,7 +910,13 @@ func (t *tick) measureStartup() {
 			continue
 		}
 		took := t.in.Now - (*up).At
+		if t.pending(c) > 0 {
+			(*up).Queued = true
+		}
 		switch {
+		case t.current(c) >= (*up).Replicas && (*up).Queued:
+			t.diag.note(fmt.Sprintf("ahead: %s scale-up to %d ready after %.0f s, part of it queued for capacity held by draining workers: not measured as startup", c, (*up).Replicas, took))
+			*up = nil
 		case t.current(c) >= (*up).Replicas:
 			took = readyWithin(took, t.p.loadI)
 			if a.StartupS == 0 {
@@ -925,6 +931,22 @@ func (t *tick) measureStartup() {
 			*up = nil
 		}
 	}
+}
+
+// pending is how many of pool c's workers the connector holds back until capacity frees
+// (0 when it does not say).
+func (t *tick) pending(c Component) int {
+	if t.in.Workers == nil {
+		return 0
+	}
+	p := t.in.Workers.PendingPrefill
+	if c == Decode {
+		p = t.in.Workers.PendingDecode
+	}
+	if p == nil || *p < 0 {
+		return 0
+	}
+	return *p
 }
 
 // provisioned is pool c's current target: the expected count when known, else the ready one.

@@ -1,7 +1,9 @@
 package scaling
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -244,6 +246,48 @@ func TestAhead_Decisions(t *testing.T) {
 	}
 	require.NotZero(t, downAt, "the prefill pool scales down once the surplus is sure")
 	require.GreaterOrEqual(t, downAt, start+2*lead, "not while the observed TTFT breaks the SLA")
+}
+
+// TestAhead_StartupNotMeasuredWhileQueued: new workers the connector held back until a
+// draining worker's GPU freed (the local connector's pending workers) waited for capacity, not
+// for their start-up: that wait is not measured as the startup delay.
+func TestAhead_StartupNotMeasuredWhileQueued(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		t.Run(fmt.Sprintf("queued=%v", queued), func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			decide := func(in Input) Diagnostics {
+				t.Helper()
+				next, dec, diag, err := p.Decide(st, in)
+				require.NoError(t, err)
+				st = next
+				if !dec.Empty() {
+					st = p.Submitted(st, dec, in.Now)
+				}
+				return diag
+			}
+			decide(aheadInput(5, 1, 1, 1, 1, 0))
+			in := aheadInput(10, 1, 1, 1, 1, 40)
+			decide(in)
+			require.NotNil(t, st.Ahead.UpPrefill)
+			require.NotNil(t, st.Ahead.UpDecode)
+			wantP, wantD := st.Ahead.UpPrefill.Replicas, st.Ahead.UpDecode.Replicas
+			for now := 15.0; now < 40; now += 5 {
+				in := aheadInput(now, 1, 1, wantP, wantD, 40)
+				if queued && now == 20 {
+					in.Workers.PendingPrefill, in.Workers.PendingDecode = ptr(1), ptr(1)
+				}
+				decide(in)
+			}
+			diag := decide(aheadInput(40, wantP, wantD, wantP, wantD, 40))
+			require.Nil(t, st.Ahead.UpPrefill, "the scale-up is settled either way")
+			if queued {
+				require.Zero(t, st.Ahead.StartupS, "a wait for capacity is not a startup")
+				require.Contains(t, strings.Join(diag.Notes, "\n"), "queued for capacity held by draining workers: not measured")
+			} else {
+				require.InDelta(t, 40-10-2.5, st.Ahead.StartupS, 1e-9)
+			}
+		})
+	}
 }
 
 func TestAhead_BudgetAndMinimum(t *testing.T) {

@@ -89,6 +89,9 @@ type Models struct {
 type PendingDesired struct {
 	Replicas int     `json:"replicas"`
 	At       float64 `json:"at"`
+	// Queued says the connector held some of the new workers back until capacity freed
+	// while they were awaited (the ahead policy then does not count the wait as startup).
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Bootstrap seeds a new planner: benchmark FPMs for the perf models (from a profile) and

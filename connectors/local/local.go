@@ -888,7 +888,8 @@ func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 		if len(cc.Command) == 0 {
 			continue
 		}
-		ready, expected, busy := 0, *l.st.Targets.get(c), l.pendingOf(c) > 0
+		ready, expected, pending := 0, *l.st.Targets.get(c), l.pendingOf(c)
+		busy := pending > 0
 		for _, w := range l.st.Workers {
 			if w.Component != c {
 				continue
@@ -902,9 +903,9 @@ func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 		*caps = cc.Capabilities
 		caps.NumGPU = cc.GPUsPerWorker
 		if c == scaling.Prefill {
-			inv.ReadyPrefill, inv.ExpectedPrefill, inv.PrefillScalingInProgress, inv.Capabilities.Prefill = &ready, &expected, busy, caps
+			inv.ReadyPrefill, inv.ExpectedPrefill, inv.PendingPrefill, inv.PrefillScalingInProgress, inv.Capabilities.Prefill = &ready, &expected, &pending, busy, caps
 		} else {
-			inv.ReadyDecode, inv.ExpectedDecode, inv.DecodeScalingInProgress, inv.Capabilities.Decode = &ready, &expected, busy, caps
+			inv.ReadyDecode, inv.ExpectedDecode, inv.PendingDecode, inv.DecodeScalingInProgress, inv.Capabilities.Decode = &ready, &expected, &pending, busy, caps
 		}
 	}
 	return inv, nil

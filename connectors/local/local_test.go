@@ -287,7 +287,8 @@ func TestNamesGPUsPortsAndStateFile(t *testing.T) {
 	inv, err := l.Inventory(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, connectors.Inventory{
-		WorkerCounts: scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(3), ExpectedPrefill: n(2), ExpectedDecode: n(3)},
+		WorkerCounts: scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(3), ExpectedPrefill: n(2), ExpectedDecode: n(3),
+			PendingPrefill: n(0), PendingDecode: n(0)},
 		Capabilities: scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 2}, Decode: &scaling.EngineCapabilities{NumGPU: 1}},
 	}, inv)
 
@@ -520,7 +521,7 @@ func TestMixedDecisionOnAFullPoolLeavesTheGrowthPending(t *testing.T) {
 	inv, err := l.Inventory(ctx)
 	require.NoError(t, err)
 	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(4), ExpectedPrefill: n(2), ExpectedDecode: n(6),
-		PrefillScalingInProgress: true, DecodeScalingInProgress: true}, inv.WorkerCounts, "pending workers are expected, not ready")
+		PendingPrefill: n(0), PendingDecode: n(2), PrefillScalingInProgress: true, DecodeScalingInProgress: true}, inv.WorkerCounts, "pending workers are expected, not ready")
 	require.Equal(t, int64(1), inv.AppliedDecisionID)
 	require.Equal(t, []PendingWorker{{Component: scaling.Decode, Since: clock.Now()}, {Component: scaling.Decode, Since: clock.Now()}}, l.Pending())
 	st, _, err := readState(cfg.StateFile)
@@ -554,7 +555,8 @@ func TestMixedDecisionOnAFullPoolLeavesTheGrowthPending(t *testing.T) {
 		"demo_decode_2:ready", "demo_decode_3:ready", "demo_decode_4:ready", "demo_decode_5:ready"}, names(l.Workers()))
 	inv, err = l.Inventory(ctx)
 	require.NoError(t, err)
-	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(6), ExpectedPrefill: n(2), ExpectedDecode: n(6)}, inv.WorkerCounts)
+	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(6), ExpectedPrefill: n(2), ExpectedDecode: n(6),
+		PendingPrefill: n(0), PendingDecode: n(0)}, inv.WorkerCounts)
 	st, _, err = readState(cfg.StateFile)
 	require.NoError(t, err)
 	require.Empty(t, st.Pending)
@@ -779,7 +781,8 @@ func TestRestartAdoptsLiveWorkers(t *testing.T) {
 	inv, err := second.Inventory(ctx)
 	require.NoError(t, err)
 	require.Equal(t, connectors.Inventory{
-		WorkerCounts:      scaling.WorkerCounts{ReadyPrefill: n(1), ReadyDecode: n(1), ExpectedPrefill: n(1), ExpectedDecode: n(2)},
+		WorkerCounts: scaling.WorkerCounts{ReadyPrefill: n(1), ReadyDecode: n(1), ExpectedPrefill: n(1), ExpectedDecode: n(2),
+			PendingPrefill: n(0), PendingDecode: n(0)},
 		Capabilities:      scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 1}, Decode: &scaling.EngineCapabilities{NumGPU: 1}},
 		AppliedDecisionID: 1,
 	}, inv, "the initial targets were ignored; the dead worker shows as not ready")
