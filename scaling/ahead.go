@@ -679,15 +679,10 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
 	}
 	kv := t.kvHitRate()
-	var backlog, cs2Sum float64
-	cs2N := 0
+	var backlog float64
 	for _, s := range t.stats(c) {
 		if c == Prefill {
 			backlog += float64(s.Queued.SumPrefillTokens)
-			if s.Scheduled.NumPrefillRequests > 0 && f.ISL > 0 {
-				cs2Sum += s.Scheduled.VarPrefillLength / (f.ISL * f.ISL)
-				cs2N++
-			}
 		} else {
 			backlog += float64(s.Queued.NumDecodeRequests)
 		}
@@ -714,10 +709,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			return 0, "prefill: perf model not ready", false
 		}
 		service = slices.Max(t.window(&t.st.Ahead.PrefillService, service, lead))
-		cs2 := 1.0 // unknown prompt-length spread: exponential service (M/M/c)
-		if cs2N > 0 {
-			cs2 = math.Min(4, cs2Sum/float64(cs2N))
-		}
+		cs2 := t.promptSpread(Prefill, f.ISL)
 		slack := t.p.cfg.TTFTMs/1000 - service
 		var n int
 		if slack <= 0 {
@@ -798,6 +790,68 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	}
 	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f %s; %.0f requests held at the %.0f%% quantile)",
 		n, rate, backlog, perEngine, keep, b, source, held, 100*(1-aheadBurstShare)), true
+}
+
+// promptSpread is the squared coefficient of variation of the prompt lengths pool c's
+// engines see (their service time's, for the M/G/c correction) against the mean ISL isl, at
+// most 4: the pooled variance of two estimates, weighted by their degrees of freedom — the
+// FPMs and their samples that hold two prompts or more, scheduled or waiting (a batch of one
+// says nothing of the spread), and the recent buckets' mean ISLs (the means of nᵢ prompts
+// vary by σ²/nᵢ). Without either it is 1: exponential service (M/M/c).
+func (t *tick) promptSpread(c Component, isl float64) float64 {
+	if !(isl > 0) {
+		return 1
+	}
+	var sum, dof float64
+	// The buckets of the length window: Σ nᵢ·(mᵢ − m̄)² has B − 1 degrees of freedom.
+	a := t.st.Ahead
+	var n, tokens, cov float64
+	first := len(a.Count)
+	for i := len(a.Count) - 1; i >= 0 && cov < aheadLengthSeconds; i-- {
+		n, tokens, cov, first = n+a.Count[i], tokens+a.ISL[i], cov+a.Covered[i], i
+	}
+	if n > 0 {
+		mean := tokens / n
+		for i := first; i < len(a.Count); i++ {
+			if a.Count[i] >= 1 {
+				d := a.ISL[i]/a.Count[i] - mean
+				sum += a.Count[i] * d * d
+				dof++
+			}
+		}
+		dof = math.Max(0, dof-1)
+	}
+	if t.in.FPM == nil {
+		if dof <= 0 {
+			return 1
+		}
+		return math.Min(4, sum/dof/(isl*isl))
+	}
+	fpms, samples := t.in.FPM.Prefill, t.in.FPM.PrefillSamples
+	if c == Decode {
+		fpms, samples = t.in.FPM.Decode, t.in.FPM.DecodeSamples
+	}
+	// Each FPM's nᵢ prompts of population variance varᵢ add nᵢ·varᵢ with nᵢ − 1 degrees of
+	// freedom.
+	add := func(n int64, v float64) {
+		if n >= 2 && finite(v) && v >= 0 {
+			sum += float64(n) * v
+			dof += float64(n - 1)
+		}
+	}
+	for _, fs := range [][]perf.FPM{fpms, samples} {
+		for _, f := range fs {
+			if f.Version != perf.FPMVersion {
+				continue
+			}
+			add(f.Scheduled.NumPrefillRequests, f.Scheduled.VarPrefillLength)
+			add(f.Queued.NumPrefillRequests, f.Queued.VarPrefillLength)
+		}
+	}
+	if dof <= 0 {
+		return 1
+	}
+	return math.Min(4, sum/dof/(isl*isl))
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped

@@ -234,15 +234,10 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	if g := t.gpuCost(Decode); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
 	}
-	var backlogTokens, backlogReqs, cs2Sum float64
-	cs2N := 0
+	var backlogTokens, backlogReqs float64
 	for _, s := range t.stats(Decode) {
 		backlogTokens += float64(s.Queued.SumPrefillTokens)
 		backlogReqs += float64(s.Queued.NumDecodeRequests)
-		if s.Scheduled.NumPrefillRequests > 0 && f.ISL > 0 {
-			cs2Sum += s.Scheduled.VarPrefillLength / (f.ISL * f.ISL)
-			cs2N++
-		}
 	}
 	if f.Rate <= 0 && backlogTokens <= 0 && backlogReqs <= 0 {
 		return 0, "aggregated: no demand", true
@@ -293,10 +288,11 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 		perEngine = edge
 	}
 	rate := f.Rate + backlogTokens/s.ISL/lead + backlogReqs/lead
-	cs2 := 1.0 // unknown prompt-length spread: exponential service (M/M/c)
-	if cs2N > 0 {
-		cs2 = math.Min(4, cs2Sum/float64(cs2N))
-	}
+	// A prompt's service on an aggregated engine also varies with the decode batch its chunks
+	// share passes with, whatever the prompts' lengths: exponential service at least. (With
+	// the lengths' spread alone, 0 for the sinusoid's equal prompts, sinusoid-rr-5-45-agg fell
+	// from 89.1% to 81.4%.)
+	cs2 := math.Max(1, t.promptSpread(Decode, f.ISL))
 	// The prompt's service at the current load, for the wait the queueing model misses.
 	ready := t.current(Decode)
 	nowService := pt.Decode + pt.Prefill

@@ -679,3 +679,53 @@ func TestAheadState_ForecastPeriodHorizon(t *testing.T) {
 	require.True(t, ok)
 	require.Greater(t, f.Seasonal, wave(1470))
 }
+
+func TestPromptSpread(t *testing.T) {
+	fpm := func(n int64, v float64) perf.FPM {
+		return perf.FPM{Version: perf.FPMVersion, Scheduled: perf.ScheduledRequests{NumPrefillRequests: n, VarPrefillLength: v}}
+	}
+	queued := func(n int64, v float64) perf.FPM {
+		return perf.FPM{Version: perf.FPMVersion, Queued: perf.QueuedRequests{NumPrefillRequests: n, VarPrefillLength: v}}
+	}
+	steady := func() *AheadState { // ten buckets of 3000-token prompts: no spread between buckets
+		a := &AheadState{BucketS: 30}
+		for now := 5.0; now <= 300; now += 5 {
+			a.record(now, 5, 50, 3000, 300)
+		}
+		return a
+	}
+	tests := []struct {
+		name     string
+		ahead    *AheadState
+		fpm      *FPMObservations
+		want     float64
+		tolerate float64
+	}{
+		{"nothing known: exponential", &AheadState{BucketS: 30}, nil, 1, 0},
+		{"batches of one say nothing", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{fpm(1, 0), fpm(1, 0)}}, 1, 0},
+		{"equal buckets: no spread", steady(), nil, 0, 1e-12},
+		{"equal buckets, batches of one ignored", steady(), &FPMObservations{Prefill: []perf.FPM{fpm(1, 0)}}, 0, 1e-12},
+		// Two prompts of 1500 and 4500: population variance 1500², sample variance 2·1500².
+		{"a batch of two, unbiased", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{fpm(2, 1500 * 1500)}}, 0.5, 1e-12},
+		{"samples and waiting prompts pooled", &AheadState{BucketS: 30},
+			&FPMObservations{Prefill: []perf.FPM{fpm(2, 1500 * 1500)}, PrefillSamples: []perf.FPM{queued(3, 0), fpm(2, 1500 * 1500)}}, (2 + 2 + 0) * 1500 * 1500 / 4.0 / 9e6, 1e-12},
+		{"at most 4", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{fpm(4, 1e9)}}, 4, 0},
+		{"an FPM of another schema is skipped", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{{Version: perf.FPMVersion + 1, Scheduled: perf.ScheduledRequests{NumPrefillRequests: 2, VarPrefillLength: 1e6}}}}, 1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := &tick{st: &State{Ahead: tc.ahead}, in: Input{FPM: tc.fpm}}
+			require.InDelta(t, tc.want, tk.promptSpread(Prefill, 3000), tc.tolerate)
+		})
+	}
+
+	// Buckets whose mean prompt differs: their means of n prompts vary by σ²/n.
+	a := &AheadState{BucketS: 30}
+	for i := range 10 {
+		isl := []float64{2500, 3500}[i%2]
+		a.record(float64(30*i+15), 30, 100, isl, 300)
+	}
+	tk := &tick{st: &State{Ahead: a}}
+	// Σ nᵢ(mᵢ − 3000)² over 10 buckets = 10·100·500², with 9 degrees of freedom.
+	require.InDelta(t, 10*100*500*500/9.0/9e6, tk.promptSpread(Prefill, 3000), 1e-9)
+}
