@@ -65,17 +65,17 @@ model_name: nvidia/Llama-3.1-8B-Instruct-FP8
 `
 
 // demoAggConfig is the planner configuration of the demo's aggregated deployment (--mode
-// agg): Dynamo's SLA planner on the one pool of aggregated engines (a --config with
-// scaling_policy ahead runs this planner's policy on them instead), its load loop every 5 s deciding from the 2-D regression of
-// the engines' FPMs, at SLAs an aggregated engine with chunked prefill can meet.
+// agg): this planner's own policy sizing the one pool of aggregated engines with its
+// aggregated capacity model (docs/policy.md, "Aggregated deployments"), every 5 s, at SLAs
+// an aggregated engine with chunked prefill can meet.
 const demoAggConfig = `
 mode: agg
 environment: local
 namespace: demo
 backend: mocker
 optimization_target: sla
-enable_load_scaling: true
-enable_throughput_scaling: false
+scaling_policy: ahead
+expected_startup_seconds: 10
 ttft_ms: 500
 itl_ms: 50
 load_adjustment_interval: 5
