@@ -706,9 +706,9 @@ func TestPromptSpread(t *testing.T) {
 		{"equal buckets: no spread", steady(), nil, 0, 1e-12},
 		{"equal buckets, batches of one ignored", steady(), &FPMObservations{Prefill: []perf.FPM{fpm(1, 0)}}, 0, 1e-12},
 		// Two prompts of 1500 and 4500: population variance 1500², sample variance 2·1500².
-		{"a batch of two, unbiased", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{fpm(2, 1500 * 1500)}}, 0.5, 1e-12},
+		{"a batch of two, unbiased", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{fpm(2, 1500*1500)}}, 0.5, 1e-12},
 		{"samples and waiting prompts pooled", &AheadState{BucketS: 30},
-			&FPMObservations{Prefill: []perf.FPM{fpm(2, 1500 * 1500)}, PrefillSamples: []perf.FPM{queued(3, 0), fpm(2, 1500 * 1500)}}, (2 + 2 + 0) * 1500 * 1500 / 4.0 / 9e6, 1e-12},
+			&FPMObservations{Prefill: []perf.FPM{fpm(2, 1500*1500)}, PrefillSamples: []perf.FPM{queued(3, 0), fpm(2, 1500*1500)}}, (2 + 2 + 0) * 1500 * 1500 / 4.0 / 9e6, 1e-12},
 		{"at most 4", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{fpm(4, 1e9)}}, 4, 0},
 		{"an FPM of another schema is skipped", &AheadState{BucketS: 30}, &FPMObservations{Prefill: []perf.FPM{{Version: perf.FPMVersion + 1, Scheduled: perf.ScheduledRequests{NumPrefillRequests: 2, VarPrefillLength: 1e6}}}}, 1, 0},
 	}
