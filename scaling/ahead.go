@@ -126,6 +126,11 @@ type AheadState struct {
 	// requests arrive in bursts spread over the pool, a burst's share of one engine waits
 	// about twice the mean, and that shrinks as the pool grows.
 	ExcessWait float64 `json:"excess_wait_s,omitempty"`
+	// FeedbackPrefill and FeedbackDecode are the SLO feedback of each pool (agg: Decode):
+	// the share of requests served in intervals whose observed latency broke the SLA while
+	// the pool was settled, and the engines added for it.
+	FeedbackPrefill *SLOFeedback `json:"feedback_prefill,omitempty"`
+	FeedbackDecode  *SLOFeedback `json:"feedback_decode,omitempty"`
 
 	// UpPrefill and UpDecode are scale-ups waiting to become ready (their target and when
 	// they were decided), to measure the startup delay.
@@ -143,6 +148,12 @@ func (a *AheadState) clone() *AheadState {
 	c.DecodeConcurrency = slices.Clone(a.DecodeConcurrency)
 	c.DecodeShown = slices.Clone(a.DecodeShown)
 	c.PrefillService, c.DecodeBatch = slices.Clone(a.PrefillService), slices.Clone(a.DecodeBatch)
+	if a.FeedbackPrefill != nil {
+		c.FeedbackPrefill = ptr(*a.FeedbackPrefill)
+	}
+	if a.FeedbackDecode != nil {
+		c.FeedbackDecode = ptr(*a.FeedbackDecode)
+	}
 	c.NeedPrefill, c.NeedDecode = slices.Clone(a.NeedPrefill), slices.Clone(a.NeedDecode)
 	if a.UpPrefill != nil {
 		c.UpPrefill = ptr(*a.UpPrefill)
@@ -650,6 +661,10 @@ func (t *tick) ahead() Decision {
 		n, note, ok := t.aheadSize(c, f, lead)
 		if !ok {
 			return hold(ReasonModelNotReady, note)
+		}
+		if h := t.sloHeadroom(c, n, lead); h > 0 && n > 0 {
+			n += h
+			note += fmt.Sprintf(" + %d for the SLO (%.1f%% of recent requests in intervals over it)", h, 100*t.feedback(c).share())
 		}
 		need[c] = max(n, t.minEndpoint(c))
 		why = append(why, note)

@@ -1,0 +1,96 @@
+package scaling
+
+import (
+	"math"
+
+	"github.com/llmplanner/planner/config"
+)
+
+// The ahead policy's SLO feedback (docs/policy.md, "SLO feedback"). Fixed, the same for every
+// deployment and trace.
+const (
+	// aheadMissBudget is the share of requests the feedback lets be served in intervals
+	// whose observed mean latency breaks the SLA (a 95% goodput target's misses).
+	aheadMissBudget = 0.05
+	// aheadFeedbackLeads is the feedback's memory, in lead times: the window the missed
+	// share is measured over, and how long a headroom stays before it is lowered.
+	aheadFeedbackLeads = 10
+	// aheadHeadroomStep is how much of the pool's need one step of headroom adds (at least
+	// one engine).
+	aheadHeadroomStep = 0.25
+)
+
+// SLOFeedback is one pool's SLO feedback: running means (over aheadFeedbackLeads lead
+// times) of the requests served in intervals whose observed latency broke the SLA while the
+// pool was settled, and of all requests; the engines added to the pool's need for it, and
+// when they last changed.
+type SLOFeedback struct {
+	Missed    float64 `json:"missed"`
+	Seen      float64 `json:"seen"`
+	Headroom  int     `json:"headroom,omitempty"`
+	ChangedAt float64 `json:"changed_at,omitempty"`
+}
+
+// share is the share of the recent requests that were served in intervals over the SLA.
+func (f *SLOFeedback) share() float64 {
+	if f == nil || !(f.Seen > 0) {
+		return 0
+	}
+	return f.Missed / f.Seen
+}
+
+// feedback is pool c's SLO feedback (created on first use).
+func (t *tick) feedback(c Component) *SLOFeedback {
+	a := t.st.Ahead
+	f := &a.FeedbackPrefill
+	if c == Decode {
+		f = &a.FeedbackDecode
+	}
+	if *f == nil {
+		*f = &SLOFeedback{}
+	}
+	return *f
+}
+
+// sloHeadroom updates pool c's SLO feedback with this tick's interval and returns the
+// engines to add to its need n. An interval counts as missed when the pool's observed mean
+// latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either) while the pool was
+// settled — no scale-up of it under way: a miss while engines start is the forecast's lag,
+// which more headroom would not have met, where a miss on a settled pool says the sizing
+// models are optimistic for this traffic (bursts sharper than the queueing model's, a
+// perf model slower than it says). While more than aheadMissBudget of the recent requests
+// were missed, each missed interval adds a step of headroom, at most one a lead time (it
+// takes that long to show), up to doubling the need; once under half the budget it is lowered a step at a time, each
+// after aheadFeedbackLeads lead times without a change.
+func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
+	f := t.feedback(c)
+	tr := t.in.Traffic
+	num, window := *tr.NumReq, aheadFeedbackLeads*lead
+	w := math.Min(1, tr.DurationS/window)
+	over := func(v *float64, sla float64) bool { return v != nil && finite(*v) && *v > sla }
+	var missed bool
+	switch {
+	case t.p.cfg.Mode == config.ModeAgg:
+		missed = over(tr.TTFTMs, t.p.cfg.TTFTMs) || over(tr.ITLMs, t.p.cfg.ITLMs)
+	case c == Prefill:
+		missed = over(tr.TTFTMs, t.p.cfg.TTFTMs)
+	default:
+		missed = over(tr.ITLMs, t.p.cfg.ITLMs)
+	}
+	missed = missed && num > 0 && t.provisioned(c) <= t.current(c)
+	m := 0.0
+	if missed {
+		m = num
+	}
+	f.Missed += w * (m - f.Missed)
+	f.Seen += w * (num - f.Seen)
+	step := max(1, int(math.Ceil(aheadHeadroomStep*float64(n))))
+	now := t.in.Now
+	switch share := f.share(); {
+	case missed && share > aheadMissBudget && (f.Headroom == 0 || now-f.ChangedAt >= lead):
+		f.Headroom, f.ChangedAt = min(f.Headroom+step, max(1, n)), now
+	case share < aheadMissBudget/2 && f.Headroom > 0 && now-f.ChangedAt >= window:
+		f.Headroom, f.ChangedAt = max(0, f.Headroom-step), now
+	}
+	return f.Headroom
+}
