@@ -16,18 +16,19 @@ const (
 	// share is measured over, and how long a headroom stays before it is lowered.
 	aheadFeedbackLeads = 10
 	// aheadHeadroomStep is how much of the pool's need one step of headroom adds (at least
-	// one engine).
+	// one engine), and aheadMaxHeadroom the most it adds (doubling the need).
 	aheadHeadroomStep = 0.25
+	aheadMaxHeadroom  = 1.0
 )
 
 // SLOFeedback is one pool's SLO feedback: running means (over aheadFeedbackLeads lead
 // times) of the requests served in intervals whose observed latency broke the SLA while the
-// pool was settled, and of all requests; the engines added to the pool's need for it, and
-// when they last changed.
+// pool was settled, and of all requests; the share of the pool's need added for it, and when
+// it last changed.
 type SLOFeedback struct {
 	Missed    float64 `json:"missed"`
 	Seen      float64 `json:"seen"`
-	Headroom  int     `json:"headroom,omitempty"`
+	Headroom  float64 `json:"headroom,omitempty"`
 	ChangedAt float64 `json:"changed_at,omitempty"`
 }
 
@@ -59,9 +60,12 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // which more headroom would not have met, where a miss on a settled pool says the sizing
 // models are optimistic for this traffic (bursts sharper than the queueing model's, a
 // perf model slower than it says). While more than aheadMissBudget of the recent requests
-// were missed, each missed interval adds a step of headroom, at most one a lead time (it
-// takes that long to show), up to doubling the need; once under half the budget it is lowered a step at a time, each
-// after aheadFeedbackLeads lead times without a change.
+// were missed, each missed interval adds a step of headroom (aheadHeadroomStep of the need,
+// up to aheadMaxHeadroom), at most one a lead time (it takes that long to show); once under
+// half the budget it is lowered a step at a time, each after aheadFeedbackLeads lead times
+// without a change. The headroom is a share of the need, so it follows the demand down: a
+// pool whose latency stays over the SLA at a low need (the latency not the load's) keeps at
+// most one engine more for it. It returns the engines added (at least one with a headroom).
 func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	f := t.feedback(c)
 	tr := t.in.Traffic
@@ -84,13 +88,15 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	}
 	f.Missed += w * (m - f.Missed)
 	f.Seen += w * (num - f.Seen)
-	step := max(1, int(math.Ceil(aheadHeadroomStep*float64(n))))
 	now := t.in.Now
 	switch share := f.share(); {
-	case missed && share > aheadMissBudget && (f.Headroom == 0 || now-f.ChangedAt >= lead):
-		f.Headroom, f.ChangedAt = min(f.Headroom+step, max(1, n)), now
+	case missed && share > aheadMissBudget && f.Headroom < aheadMaxHeadroom && (f.Headroom == 0 || now-f.ChangedAt >= lead):
+		f.Headroom, f.ChangedAt = math.Min(aheadMaxHeadroom, f.Headroom+aheadHeadroomStep), now
 	case share < aheadMissBudget/2 && f.Headroom > 0 && now-f.ChangedAt >= window:
-		f.Headroom, f.ChangedAt = max(0, f.Headroom-step), now
+		f.Headroom, f.ChangedAt = math.Max(0, f.Headroom-aheadHeadroomStep), now
 	}
-	return f.Headroom
+	if f.Headroom <= 0 || n <= 0 {
+		return 0
+	}
+	return max(1, int(math.Ceil(f.Headroom*float64(n)-1e-9)))
 }

@@ -19,19 +19,24 @@ func TestSLOHeadroom(t *testing.T) {
 	// at least one engine), no more than one a lead time.
 	require.Equal(t, 1, tk(5, 4, 4, 500).sloHeadroom(Prefill, 4, lead))
 	require.Equal(t, 1, tk(10, 4, 4, 500).sloHeadroom(Prefill, 4, lead), "within the lead time of the last step")
-	require.Equal(t, 3, tk(75, 4, 4, 500).sloHeadroom(Prefill, 8, lead), "a lead time later: a quarter of 8 more")
+	require.Equal(t, 4, tk(75, 4, 4, 500).sloHeadroom(Prefill, 8, lead), "a lead time later: half of a need of 8")
 	require.Zero(t, tk(75, 4, 4, 500).sloHeadroom(Decode, 4, lead), "the decode pool met its SLA")
+	require.Equal(t, 1, tk(80, 4, 4, 100).sloHeadroom(Prefill, 1, lead), "a share of the need: one engine on a need of 1")
+	for now := 140.0; now < 400; now += 65 {
+		tk(now, 4, 4, 500).sloHeadroom(Prefill, 4, lead)
+	}
+	require.Equal(t, 8, tk(400, 4, 4, 500).sloHeadroom(Prefill, 8, lead), "never more than doubling the need")
 
 	// Met from then on: kept for aheadFeedbackLeads lead times after the last change, then
 	// lowered a step at a time.
-	now, h := 80.0, 3
-	for ; h == 3; now += 5 {
-		h = tk(now, 4, 4, 100).sloHeadroom(Prefill, 4, lead)
+	now, h := 405.0, 8
+	for ; h == 8; now += 5 {
+		h = tk(now, 4, 4, 100).sloHeadroom(Prefill, 8, lead)
 	}
-	require.GreaterOrEqual(t, now-5, 75+aheadFeedbackLeads*lead)
-	require.Equal(t, 2, h)
+	require.GreaterOrEqual(t, now-5, 205+aheadFeedbackLeads*lead, "the last step was at 205 s")
+	require.Equal(t, 6, h, "a quarter of the need off")
 	for ; h > 0 && now < 1e5; now += 5 {
-		h = tk(now, 4, 4, 100).sloHeadroom(Prefill, 4, lead)
+		h = tk(now, 4, 4, 100).sloHeadroom(Prefill, 8, lead)
 	}
 	require.Zero(t, h)
 
