@@ -82,7 +82,7 @@ func (i Inventory) Validate() error {
 		name string
 		n    *int
 	}{{"ready prefill", i.ReadyPrefill}, {"ready decode", i.ReadyDecode}, {"expected prefill", i.ExpectedPrefill}, {"expected decode", i.ExpectedDecode},
-		{"pending prefill", i.PendingPrefill}, {"pending decode", i.PendingDecode}} {
+		{"queued prefill", i.QueuedPrefill}, {"queued decode", i.QueuedDecode}} {
 		if c.n != nil {
 			if err := config.CheckReplicas(c.name+" count", *c.n); err != nil {
 				errs = append(errs, err)

@@ -17,7 +17,7 @@ func TestInventoryValidate(t *testing.T) {
 		want string
 	}{
 		{Inventory{WorkerCounts: scaling.WorkerCounts{ReadyDecode: n(math.MaxInt)}}, "ready decode count must be within 0..4096"},
-		{Inventory{WorkerCounts: scaling.WorkerCounts{PendingPrefill: n(-1)}}, "pending prefill count must be within 0..4096"},
+		{Inventory{WorkerCounts: scaling.WorkerCounts{QueuedPrefill: n(-1)}}, "queued prefill count must be within 0..4096"},
 		{Inventory{WorkerCounts: scaling.WorkerCounts{ExpectedPrefill: n(-1)}}, "expected prefill count"},
 		{Inventory{AppliedDecisionID: math.MaxInt64}, "applied decision id must be within 0..9007199254740992"},
 		{Inventory{Capabilities: scaling.WorkerCapabilities{Decode: &scaling.EngineCapabilities{GPUCostPerReplica: math.MaxInt}}}, "decode gpu_cost_per_replica must be within 0..512"},

@@ -662,12 +662,35 @@ func (t *tick) ahead() Decision {
 		if !ok {
 			return hold(ReasonModelNotReady, note)
 		}
-		if h := t.sloHeadroom(c, n, lead); h > 0 && n > 0 {
-			n += h
-			note += fmt.Sprintf(" + %d for the SLO (%.1f%% of recent requests in intervals over it)", h, 100*t.feedback(c).share())
-		}
 		need[c] = max(n, t.minEndpoint(c))
 		why = append(why, note)
+	}
+	// The SLO feedback's headroom, within the GPU budget the needs leave: taken from the other
+	// pool by the budget's fit, it would only move the misses there.
+	extra := map[Component]int{}
+	var spare, wanted int
+	if t.p.cfg.MaxGPUBudget >= 0 {
+		spare = t.p.cfg.MaxGPUBudget
+	}
+	for _, c := range t.pools() {
+		extra[c] = t.sloHeadroom(c, need[c], lead)
+		spare -= need[c] * t.gpuCost(c)
+		wanted += extra[c] * t.gpuCost(c)
+	}
+	for i, c := range t.pools() {
+		if extra[c] <= 0 {
+			continue
+		}
+		h := extra[c]
+		if t.p.cfg.MaxGPUBudget >= 0 && wanted > max(0, spare) {
+			h = int(float64(h) * float64(max(0, spare)) / float64(wanted)) // GPUs shared in proportion
+		}
+		if h > 0 {
+			need[c] += h
+			why[1+i] += fmt.Sprintf(" + %d for the SLO (%.1f%% of recent requests in intervals over it)", h, 100*t.feedback(c).share())
+		} else {
+			why[1+i] += fmt.Sprintf(" (the SLO's headroom of %d does not fit the GPU budget)", extra[c])
+		}
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
 	for _, c := range t.pools() {
@@ -808,39 +831,44 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 }
 
 // promptSpread is the squared coefficient of variation of the prompt lengths pool c's
-// engines see (their service time's, for the M/G/c correction) against the mean ISL isl, at
-// most 4: the pooled variance of two estimates, weighted by their degrees of freedom — the
-// FPMs and their samples that hold two prompts or more, scheduled or waiting (a batch of one
-// says nothing of the spread), and the recent buckets' mean ISLs (the means of nᵢ prompts
-// vary by σ²/nᵢ). Without either it is 1: exponential service (M/M/c).
+// engines see (their service time's, for the M/G/c correction) against the mean ISL isl
+// (at least 1), at most 4: the pooled variance of two estimates, weighted by their degrees of
+// freedom — the FPMs and their samples that hold two prompts or more, scheduled or waiting (a
+// batch of one says nothing of the spread), and the successive differences of the recent
+// buckets' mean ISLs (two means of n and m prompts differ by σ²(1/n + 1/m) on average;
+// differences of neighbours, not deviations from one mean, so that a drifting mix is not read
+// as spread). Without either it is 1: exponential service (M/M/c).
 func (t *tick) promptSpread(c Component, isl float64) float64 {
-	if !(isl > 0) {
-		return 1
+	if !(isl > 0) || !finite(isl) {
+		return 1 // no mean to measure the spread against
 	}
+	isl = math.Max(1, isl)
 	var sum, dof float64
-	// The buckets of the length window: Σ nᵢ·(mᵢ − m̄)² has B − 1 degrees of freedom.
 	a := t.st.Ahead
-	var n, tokens, cov float64
-	first := len(a.Count)
+	first, cov := len(a.Count), 0.0
 	for i := len(a.Count) - 1; i >= 0 && cov < aheadLengthSeconds; i-- {
-		n, tokens, cov, first = n+a.Count[i], tokens+a.ISL[i], cov+a.Covered[i], i
+		cov, first = cov+a.Covered[i], i
 	}
-	if n > 0 {
-		mean := tokens / n
-		for i := first; i < len(a.Count); i++ {
-			if a.Count[i] >= 1 {
-				d := a.ISL[i]/a.Count[i] - mean
-				sum += a.Count[i] * d * d
-				dof++
-			}
+	for i := first + 1; i < len(a.Count); i++ {
+		n, m := a.Count[i], a.Count[i-1]
+		if n < 1 || m < 1 {
+			continue
 		}
-		dof = math.Max(0, dof-1)
+		d := a.ISL[i]/n - a.ISL[i-1]/m
+		sum += d * d / (1/n + 1/m)
+		dof++
 	}
-	if t.in.FPM == nil {
+	spread := func() float64 {
 		if dof <= 0 {
 			return 1
 		}
-		return math.Min(4, sum/dof/(isl*isl))
+		if v := sum / dof / (isl * isl); finite(v) {
+			return math.Min(4, v)
+		}
+		return 4 // a variance past float64: as spread as the cap
+	}
+	if t.in.FPM == nil {
+		return spread()
 	}
 	fpms, samples := t.in.FPM.Prefill, t.in.FPM.PrefillSamples
 	if c == Decode {
@@ -863,10 +891,7 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 			add(f.Queued.NumPrefillRequests, f.Queued.VarPrefillLength)
 		}
 	}
-	if dof <= 0 {
-		return 1
-	}
-	return math.Min(4, sum/dof/(isl*isl))
+	return spread()
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped
@@ -1008,9 +1033,9 @@ func (t *tick) pending(c Component) int {
 	if t.in.Workers == nil {
 		return 0
 	}
-	p := t.in.Workers.PendingPrefill
+	p := t.in.Workers.QueuedPrefill
 	if c == Decode {
-		p = t.in.Workers.PendingDecode
+		p = t.in.Workers.QueuedDecode
 	}
 	if p == nil || *p < 0 {
 		return 0

@@ -81,7 +81,7 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	default:
 		missed = over(tr.ITLMs, t.p.cfg.ITLMs)
 	}
-	missed = missed && num > 0 && t.provisioned(c) <= t.current(c)
+	missed = missed && num > 0 && t.settled(c)
 	m := 0.0
 	if missed {
 		m = num
@@ -99,4 +99,19 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 		return 0
 	}
 	return max(1, int(math.Ceil(f.Headroom*float64(n)-1e-9)))
+}
+
+// settled reports whether pool c has no scale-up under way: its target is no more than its
+// ready count, known from the connector (or, when the connector does not say, the target
+// last submitted); a connector that leaves the target unknown while it reports scaling in
+// progress (the Kubernetes connector while a component is not stable) is not settled.
+func (t *tick) settled(c Component) bool {
+	e, busy := t.expectedP, t.inProgP
+	if c == Decode {
+		e, busy = t.expectedD, t.inProgD
+	}
+	if e == nil && busy {
+		return false
+	}
+	return t.provisioned(c) <= t.current(c)
 }

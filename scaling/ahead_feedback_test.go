@@ -1,7 +1,10 @@
 package scaling
 
 import (
+	"encoding/json"
 	"testing"
+
+	"github.com/llmplanner/planner/perf"
 
 	"github.com/stretchr/testify/require"
 )
@@ -40,10 +43,73 @@ func TestSLOHeadroom(t *testing.T) {
 	}
 	require.Zero(t, h)
 
+	// One missed interval among many met ones is within the budget: no step. A share over the
+	// budget holds the headroom however long ago it last changed.
+	p, st = aheadPlanner(t)
+	for now := 5.0; now <= 650; now += 5 {
+		tk(now, 4, 4, 100).sloHeadroom(Prefill, 4, lead)
+	}
+	require.Zero(t, tk(655, 4, 4, 500).sloHeadroom(Prefill, 4, lead), "%.1f%% of the requests missed", 100*st.Ahead.FeedbackPrefill.share())
+	p, st = aheadPlanner(t)
+	for now := 5.0; now <= 2000; now += 5 {
+		h := tk(now, 4, 4, 500).sloHeadroom(Prefill, 4, lead)
+		require.Positive(t, h, "at %v: missing all along, the headroom stays", now)
+	}
+
 	// Misses while the pool scales up are the forecast's lag: no headroom.
 	p, st = aheadPlanner(t)
 	for now := 5.0; now <= 600; now += 5 {
 		require.Zero(t, tk(now, 2, 5, 900).sloHeadroom(Prefill, 5, lead), "at %v", now)
 	}
 	require.InDelta(t, 0, st.Ahead.FeedbackPrefill.share(), 1e-12)
+
+	// Nor while a connector that leaves the target unknown reports the pool scaling.
+	p, st = aheadPlanner(t)
+	for now := 5.0; now <= 600; now += 5 {
+		k := tk(now, 2, 2, 900)
+		k.expectedP, k.inProgP = nil, true
+		require.Zero(t, k.sloHeadroom(Prefill, 5, lead), "at %v", now)
+	}
+}
+
+// TestAhead_StateSurvivesJSONAndIsNotMutated: the ahead policy's state — its history, its
+// learned values, the SLO feedback — round-trips through JSON (the workflow carries it across
+// Continue-As-New) to the same decisions, and Decide never modifies the state it is given.
+func TestAhead_StateSurvivesJSONAndIsNotMutated(t *testing.T) {
+	p, direct := aheadPlanner(t)
+	viaJSON := direct
+	for i := 0; i < 120; i++ {
+		now := float64(5 * (i + 1))
+		rate := 10 + 30*float64((i/20)%2) // steps between 10 and 40 req/s
+		in := aheadInput(now, 2, 2, 2, 2, rate)
+		in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(float64(100+400*(i%7/6))), ptr(6.0) // a miss every 7th tick
+		in.FPM = &FPMObservations{
+			Prefill:        []perf.FPM{{Version: perf.FPMVersion, WorkerID: "p0", WallTime: 0.06, Scheduled: perf.ScheduledRequests{NumPrefillRequests: 2, SumPrefillTokens: 6000, VarPrefillLength: 4e5}}},
+			Decode:         []perf.FPM{{Version: perf.FPMVersion, WorkerID: "d0", WallTime: 0.007, Scheduled: perf.ScheduledRequests{NumDecodeRequests: int64(10 + i%5), SumDecodeKVTokens: int64(31000 + 3000*(i%5))}}},
+			DecodeSamples:  []perf.FPM{{Version: perf.FPMVersion, WorkerID: "d0", WallTime: 0.008, Scheduled: perf.ScheduledRequests{NumDecodeRequests: 14, SumDecodeKVTokens: 44000}}},
+			PrefillSamples: []perf.FPM{{Version: perf.FPMVersion, WorkerID: "p0", WallTime: 0.05, Queued: perf.QueuedRequests{NumPrefillRequests: 3, SumPrefillTokens: 9000, VarPrefillLength: 2e5}}},
+		}
+		snapshot, err := json.Marshal(direct)
+		require.NoError(t, err)
+		next, dec1, diag1, err := p.Decide(direct, in)
+		require.NoError(t, err)
+		after, err := json.Marshal(direct)
+		require.NoError(t, err)
+		require.JSONEq(t, string(snapshot), string(after), "Decide must not modify its input state")
+
+		data, err := json.Marshal(viaJSON)
+		require.NoError(t, err)
+		var restored State
+		require.NoError(t, json.Unmarshal(data, &restored))
+		next2, dec2, diag2, err := p.Decide(restored, in)
+		require.NoError(t, err)
+		require.Equal(t, dec1, dec2, "tick %d", i)
+		require.Equal(t, diag1, diag2, "tick %d", i)
+		if !dec1.Empty() {
+			next, next2 = p.Submitted(next, dec1, now), p.Submitted(next2, dec2, now)
+		}
+		direct, viaJSON = next, next2
+	}
+	require.NotNil(t, direct.Ahead.FeedbackPrefill, "the SLO feedback is part of the state")
+	require.Positive(t, direct.Ahead.FeedbackPrefill.Seen)
 }

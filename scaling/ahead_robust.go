@@ -69,7 +69,8 @@ func addShown(f []ShownBatch, p ShownBatch) []ShownBatch {
 	f = slices.DeleteFunc(f, func(q ShownBatch) bool { return p.N >= q.N && p.KV >= q.KV })
 	f = append(f, p)
 	if len(f) > aheadShownPoints {
-		f = slices.Delete(f, shownEvict(f), shownEvict(f)+1)
+		i := shownEvict(f)
+		f = slices.Delete(f, i, i+1)
 	}
 	return f
 }
@@ -79,7 +80,7 @@ func addShown(f []ShownBatch, p ShownBatch) []ShownBatch {
 // KV/N (N requests); without it the next points on either side vouch there for the
 // fewer-requests neighbour's N, or N × the more-requests neighbour's KV / KV: the relative
 // loss is 1 − the larger of those two ratios (a point without a neighbour on one side counts
-// that side as 0, so the extremes go last).
+// that side as 0: an extreme goes only when its one neighbour nearly matches it).
 func shownEvict(f []ShownBatch) int {
 	order := make([]int, len(f))
 	for i := range order {

@@ -274,7 +274,7 @@ func TestAhead_StartupNotMeasuredWhileQueued(t *testing.T) {
 			for now := 15.0; now < 40; now += 5 {
 				in := aheadInput(now, 1, 1, wantP, wantD, 40)
 				if queued && now == 20 {
-					in.Workers.PendingPrefill, in.Workers.PendingDecode = ptr(1), ptr(1)
+					in.Workers.QueuedPrefill, in.Workers.QueuedDecode = ptr(1), ptr(1)
 				}
 				decide(in)
 			}
@@ -719,13 +719,30 @@ func TestPromptSpread(t *testing.T) {
 		})
 	}
 
-	// Buckets whose mean prompt differs: their means of n prompts vary by σ²/n.
+	// Buckets whose mean prompt differs: two means of n prompts differ by 2σ²/n on average.
 	a := &AheadState{BucketS: 30}
 	for i := range 10 {
-		isl := []float64{2500, 3500}[i%2]
+		isl := []float64{2800, 3200}[i%2]
 		a.record(float64(30*i+15), 30, 100, isl, 300)
 	}
 	tk := &tick{st: &State{Ahead: a}}
-	// Σ nᵢ(mᵢ − 3000)² over 10 buckets = 10·100·500², with 9 degrees of freedom.
-	require.InDelta(t, 10*100*500*500/9.0/9e6, tk.promptSpread(Prefill, 3000), 1e-9)
+	// Nine differences of 400 between means of 100 prompts: σ² = 400² / (2/100) each.
+	require.InDelta(t, 400*400*50/9e6, tk.promptSpread(Prefill, 3000), 1e-9)
+
+	// A mix drifting from 2,000 to 2,900 tokens a bucket at a time, each bucket's prompts
+	// alike: the neighbours differ little, so it is not read as a spread of the prompts.
+	a = &AheadState{BucketS: 30}
+	for i := range 10 {
+		a.record(float64(30*i+15), 30, 100, 2000+100*float64(i), 300)
+	}
+	tk = &tick{st: &State{Ahead: a}}
+	require.Less(t, tk.promptSpread(Prefill, 2450), 0.1)
+
+	// Absurd lengths never give NaN.
+	for _, isl := range []float64{1e-300, 0, -1, math.NaN(), math.Inf(1)} {
+		v := tk.promptSpread(Prefill, isl)
+		require.False(t, math.IsNaN(v), "isl %v", isl)
+		require.GreaterOrEqual(t, v, 0.0)
+		require.LessOrEqual(t, v, 4.0)
+	}
 }

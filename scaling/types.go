@@ -131,11 +131,12 @@ type WorkerCounts struct {
 	ReadyDecode     *int `json:"ready_decode,omitempty"`
 	ExpectedPrefill *int `json:"expected_prefill,omitempty"`
 	ExpectedDecode  *int `json:"expected_decode,omitempty"`
-	// PendingPrefill and PendingDecode are the workers the connector has queued until
+	// QueuedPrefill and QueuedDecode are the workers the connector holds back until
 	// capacity frees (counted in the expected counts, not started yet: the local connector's
-	// new workers waiting for a draining worker's GPUs); nil when the connector does not say.
-	PendingPrefill *int `json:"pending_prefill,omitempty"`
-	PendingDecode  *int `json:"pending_decode,omitempty"`
+	// pending workers, waiting for a draining worker's GPUs); nil when the connector does not
+	// say. (Not State.PendingPrefill, the planner's own submitted targets.)
+	QueuedPrefill *int `json:"queued_prefill,omitempty"`
+	QueuedDecode  *int `json:"queued_decode,omitempty"`
 	// PrefillScalingInProgress and DecodeScalingInProgress are the connector's own flags.
 	PrefillScalingInProgress bool `json:"prefill_scaling_in_progress,omitempty"`
 	DecodeScalingInProgress  bool `json:"decode_scaling_in_progress,omitempty"`

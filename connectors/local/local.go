@@ -423,8 +423,19 @@ func (l *Local) reconcile(targets poolCounts) error {
 			}
 		}
 	}
-	if started, err := l.startPending(false); err != nil {
+	started, err := l.startPending(false)
+	if err != nil {
 		return l.unstart(started, drains, prevTargets, prevPending, err)
+	}
+	if len(drains) > 0 && len(started) == 0 {
+		// No start wrote the state file (a scale-down, or every new worker pending on a full
+		// pool): the drains are recorded before they are signalled, for the same reason.
+		if err := l.persist(); err != nil {
+			return l.unstart(nil, drains, prevTargets, prevPending, fmt.Errorf("record the drains: %w", err))
+		}
+	}
+	if beforeDrainSignals != nil && len(drains) > 0 {
+		beforeDrainSignals()
 	}
 	for _, d := range drains {
 		if w := l.find(d.pid); w != nil {
@@ -596,6 +607,10 @@ func (l *Local) stopWorker(w *Worker, to WorkerState, now time.Time) {
 		l.log.Error("cannot stop worker", "worker", w.Name, "pid", w.PID, "err", err)
 	}
 }
+
+// beforeDrainSignals, set by tests, runs when a reconcile is about to signal the workers it
+// drains (what the state file holds then is what a supervisor stopped there leaves).
+var beforeDrainSignals func()
 
 // afterSpawn, set by tests, runs after a worker's process is started and before its pid is
 // recorded: the window in which a supervisor that dies leaves a worker it cannot know by pid.
@@ -903,9 +918,9 @@ func (l *Local) Inventory(context.Context) (connectors.Inventory, error) {
 		*caps = cc.Capabilities
 		caps.NumGPU = cc.GPUsPerWorker
 		if c == scaling.Prefill {
-			inv.ReadyPrefill, inv.ExpectedPrefill, inv.PendingPrefill, inv.PrefillScalingInProgress, inv.Capabilities.Prefill = &ready, &expected, &pending, busy, caps
+			inv.ReadyPrefill, inv.ExpectedPrefill, inv.QueuedPrefill, inv.PrefillScalingInProgress, inv.Capabilities.Prefill = &ready, &expected, &pending, busy, caps
 		} else {
-			inv.ReadyDecode, inv.ExpectedDecode, inv.PendingDecode, inv.DecodeScalingInProgress, inv.Capabilities.Decode = &ready, &expected, &pending, busy, caps
+			inv.ReadyDecode, inv.ExpectedDecode, inv.QueuedDecode, inv.DecodeScalingInProgress, inv.Capabilities.Decode = &ready, &expected, &pending, busy, caps
 		}
 	}
 	return inv, nil

@@ -288,7 +288,7 @@ func TestNamesGPUsPortsAndStateFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, connectors.Inventory{
 		WorkerCounts: scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(3), ExpectedPrefill: n(2), ExpectedDecode: n(3),
-			PendingPrefill: n(0), PendingDecode: n(0)},
+			QueuedPrefill: n(0), QueuedDecode: n(0)},
 		Capabilities: scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 2}, Decode: &scaling.EngineCapabilities{NumGPU: 1}},
 	}, inv)
 
@@ -408,6 +408,31 @@ func TestScaleDownDrainsHighestSuffix(t *testing.T) {
 	require.Equal(t, []int{2}, again["demo_decode_2"].GPUs)
 }
 
+// TestDrainsRecordedBeforeSignalled: a scale-down starts no worker, so no start writes the
+// state file; the drains are still recorded before any is signalled, so a supervisor stopped
+// between the two leaves a file that agrees with the new target.
+func TestDrainsRecordedBeforeSignalled(t *testing.T) {
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release-drains")
+	cfg := config(t, dir, "--drain-until", release)
+	l := open(t, cfg, connectors.Targets{Decode: n(3)})
+	settle(t, l)
+	var recorded []string
+	beforeDrainSignals = func() {
+		st, _, err := readState(cfg.StateFile)
+		require.NoError(t, err)
+		for _, w := range st.Workers {
+			recorded = append(recorded, fmt.Sprintf("%s:%s", w.Name, w.State))
+		}
+	}
+	defer func() { beforeDrainSignals = nil }()
+	require.NoError(t, l.Apply(context.Background(), 1, connectors.Targets{Decode: n(1)}))
+	require.Equal(t, []string{"demo_decode:ready", "demo_decode_1:draining", "demo_decode_2:draining"}, recorded,
+		"the state file before the first SIGTERM")
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	settle(t, l)
+}
+
 func TestDrainTimeoutKills(t *testing.T) {
 	cfg := config(t, t.TempDir(), "--ignore-term")
 	cfg.DrainTimeout = time.Minute
@@ -521,7 +546,7 @@ func TestMixedDecisionOnAFullPoolLeavesTheGrowthPending(t *testing.T) {
 	inv, err := l.Inventory(ctx)
 	require.NoError(t, err)
 	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(4), ExpectedPrefill: n(2), ExpectedDecode: n(6),
-		PendingPrefill: n(0), PendingDecode: n(2), PrefillScalingInProgress: true, DecodeScalingInProgress: true}, inv.WorkerCounts, "pending workers are expected, not ready")
+		QueuedPrefill: n(0), QueuedDecode: n(2), PrefillScalingInProgress: true, DecodeScalingInProgress: true}, inv.WorkerCounts, "pending workers are expected, not ready")
 	require.Equal(t, int64(1), inv.AppliedDecisionID)
 	require.Equal(t, []PendingWorker{{Component: scaling.Decode, Since: clock.Now()}, {Component: scaling.Decode, Since: clock.Now()}}, l.Pending())
 	st, _, err := readState(cfg.StateFile)
@@ -556,7 +581,7 @@ func TestMixedDecisionOnAFullPoolLeavesTheGrowthPending(t *testing.T) {
 	inv, err = l.Inventory(ctx)
 	require.NoError(t, err)
 	require.Equal(t, scaling.WorkerCounts{ReadyPrefill: n(2), ReadyDecode: n(6), ExpectedPrefill: n(2), ExpectedDecode: n(6),
-		PendingPrefill: n(0), PendingDecode: n(0)}, inv.WorkerCounts)
+		QueuedPrefill: n(0), QueuedDecode: n(0)}, inv.WorkerCounts)
 	st, _, err = readState(cfg.StateFile)
 	require.NoError(t, err)
 	require.Empty(t, st.Pending)
@@ -782,7 +807,7 @@ func TestRestartAdoptsLiveWorkers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, connectors.Inventory{
 		WorkerCounts: scaling.WorkerCounts{ReadyPrefill: n(1), ReadyDecode: n(1), ExpectedPrefill: n(1), ExpectedDecode: n(2),
-			PendingPrefill: n(0), PendingDecode: n(0)},
+			QueuedPrefill: n(0), QueuedDecode: n(0)},
 		Capabilities:      scaling.WorkerCapabilities{Prefill: &scaling.EngineCapabilities{NumGPU: 1}, Decode: &scaling.EngineCapabilities{NumGPU: 1}},
 		AppliedDecisionID: 1,
 	}, inv, "the initial targets were ignored; the dead worker shows as not ready")
