@@ -184,13 +184,7 @@ func TestAhead_Decisions(t *testing.T) {
 
 	decide := func(in Input) (Decision, Diagnostics) {
 		t.Helper()
-		next, dec, diag, err := p.Decide(st, in)
-		require.NoError(t, err)
-		st = next
-		if !dec.Empty() {
-			st = p.Submitted(st, dec, in.Now)
-		}
-		return dec, diag
+		return decideAndSubmit(t, p, &st, in)
 	}
 
 	// Unreadable traffic holds: it is never zero demand.
@@ -257,12 +251,7 @@ func TestAhead_StartupNotMeasuredWhileQueued(t *testing.T) {
 			p, st := aheadPlanner(t)
 			decide := func(in Input) Diagnostics {
 				t.Helper()
-				next, dec, diag, err := p.Decide(st, in)
-				require.NoError(t, err)
-				st = next
-				if !dec.Empty() {
-					st = p.Submitted(st, dec, in.Now)
-				}
+				_, diag := decideAndSubmit(t, p, &st, in)
 				return diag
 			}
 			decide(aheadInput(5, 1, 1, 1, 1, 0))

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -103,4 +104,41 @@ func decideAt(t testing.TB, p *Planner, st State, in Input) (State, Decision, Di
 	require.NoError(t, err)
 	// A caller that submits every decision it gets.
 	return p.Submitted(next, dec, in.Now), dec, diag
+}
+
+// decideBothWays runs tick i's Decide on direct and on viaJSON after a JSON round trip (the
+// workflow carries the state as JSON across Continue-As-New): it requires Decide to leave
+// direct unmodified and both to decide alike, and returns both next states and the decision.
+func decideBothWays(t *testing.T, p *Planner, direct, viaJSON State, in Input, i int) (State, State, Decision) {
+	t.Helper()
+	snapshot, err := json.Marshal(direct)
+	require.NoError(t, err)
+	next, dec1, diag1, err := p.Decide(direct, in)
+	require.NoError(t, err)
+	after, err := json.Marshal(direct)
+	require.NoError(t, err)
+	require.JSONEq(t, string(snapshot), string(after), "Decide must not modify its input state")
+
+	data, err := json.Marshal(viaJSON)
+	require.NoError(t, err)
+	var restored State
+	require.NoError(t, json.Unmarshal(data, &restored))
+	next2, dec2, diag2, err := p.Decide(restored, in)
+	require.NoError(t, err)
+	require.Equal(t, dec1, dec2, "tick %d", i)
+	require.Equal(t, diag1, diag2, "tick %d", i)
+	return next, next2, dec1
+}
+
+// decideAndSubmit runs Decide on *st, as the workflow would: the state moves on, and a
+// decision is submitted at the tick's time.
+func decideAndSubmit(t *testing.T, p *Planner, st *State, in Input) (Decision, Diagnostics) {
+	t.Helper()
+	next, dec, diag, err := p.Decide(*st, in)
+	require.NoError(t, err)
+	*st = next
+	if !dec.Empty() {
+		*st = p.Submitted(*st, dec, in.Now)
+	}
+	return dec, diag
 }
