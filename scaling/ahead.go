@@ -128,7 +128,7 @@ type AheadState struct {
 	ExcessWait float64 `json:"excess_wait_s,omitempty"`
 	// FeedbackPrefill and FeedbackDecode are the SLO feedback of each pool (agg: Decode):
 	// the share of requests served in intervals whose observed latency broke the SLA while
-	// the pool was settled, and the engines added for it.
+	// the pool was settled, and the share of the pool's need added for it.
 	FeedbackPrefill *SLOFeedback `json:"feedback_prefill,omitempty"`
 	FeedbackDecode  *SLOFeedback `json:"feedback_decode,omitempty"`
 
@@ -858,22 +858,6 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 		sum += d * d / (1/n + 1/m)
 		dof++
 	}
-	spread := func() float64 {
-		if dof <= 0 {
-			return 1
-		}
-		if v := sum / dof / (isl * isl); finite(v) {
-			return math.Min(4, v)
-		}
-		return 4 // a variance past float64: as spread as the cap
-	}
-	if t.in.FPM == nil {
-		return spread()
-	}
-	fpms, samples := t.in.FPM.Prefill, t.in.FPM.PrefillSamples
-	if c == Decode {
-		fpms, samples = t.in.FPM.Decode, t.in.FPM.DecodeSamples
-	}
 	// Each FPM's nᵢ prompts of population variance varᵢ add nᵢ·varᵢ with nᵢ − 1 degrees of
 	// freedom.
 	add := func(n int64, v float64) {
@@ -882,16 +866,27 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 			dof += float64(n - 1)
 		}
 	}
-	for _, fs := range [][]perf.FPM{fpms, samples} {
-		for _, f := range fs {
-			if f.Version != perf.FPMVersion {
-				continue
+	if o := t.in.FPM; o != nil {
+		fpms, samples := o.Prefill, o.PrefillSamples
+		if c == Decode {
+			fpms, samples = o.Decode, o.DecodeSamples
+		}
+		for _, fs := range [][]perf.FPM{fpms, samples} {
+			for _, f := range fs {
+				if f.Version == perf.FPMVersion {
+					add(f.Scheduled.NumPrefillRequests, f.Scheduled.VarPrefillLength)
+					add(f.Queued.NumPrefillRequests, f.Queued.VarPrefillLength)
+				}
 			}
-			add(f.Scheduled.NumPrefillRequests, f.Scheduled.VarPrefillLength)
-			add(f.Queued.NumPrefillRequests, f.Queued.VarPrefillLength)
 		}
 	}
-	return spread()
+	if dof <= 0 {
+		return 1
+	}
+	if v := sum / dof / (isl * isl); finite(v) {
+		return math.Min(4, v)
+	}
+	return 4 // a variance past float64: as spread as the cap
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped
@@ -1004,7 +999,7 @@ func (t *tick) measureStartup() {
 			continue
 		}
 		took := t.in.Now - (*up).At
-		if t.pending(c) > 0 {
+		if t.queued(c) > 0 {
 			(*up).Queued = true
 		}
 		switch {
@@ -1027,9 +1022,9 @@ func (t *tick) measureStartup() {
 	}
 }
 
-// pending is how many of pool c's workers the connector holds back until capacity frees
+// queued is how many of pool c's workers the connector holds back until capacity frees
 // (0 when it does not say).
-func (t *tick) pending(c Component) int {
+func (t *tick) queued(c Component) int {
 	if t.in.Workers == nil {
 		return 0
 	}

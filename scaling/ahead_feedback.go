@@ -64,8 +64,9 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // up to aheadMaxHeadroom), at most one a lead time (it takes that long to show); once under
 // half the budget it is lowered a step at a time, each after aheadFeedbackLeads lead times
 // without a change. The headroom is a share of the need, so it follows the demand down: a
-// pool whose latency stays over the SLA at a low need (the latency not the load's) keeps at
-// most one engine more for it. It returns the engines added (at least one with a headroom).
+// pool whose latency stays over the SLA at a low need (the latency not the load's) keeps a
+// share of that low need more, not of what it needed at a peak. It returns the engines added
+// (at least one with a headroom).
 func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	f := t.feedback(c)
 	tr := t.in.Traffic

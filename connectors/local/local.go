@@ -408,8 +408,8 @@ func (l *Local) reconcile(targets poolCounts) error {
 	//
 	// They are signalled only once every start succeeded: a failed start undoes the whole
 	// decision (unstart), and a SIGTERM cannot be taken back, so until then a marked worker
-	// (draining, no StopAt) still serves and goes back to what it was. A failed apply then
-	// changed nothing, as the Connector contract says: the planner retries the decision or
+	// (draining, no StopAt) still serves and goes back to what it was. An apply whose start
+	// failed then changed nothing, as the Connector contract says: the planner retries the decision or
 	// decides again from the deployment as it was, with no capacity lost to a decision that
 	// was not applied.
 	var drains []drainMark
