@@ -67,6 +67,10 @@ const (
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
+	// aheadBurstSpan is the fewest intervals whose mean rate an interval's burst is measured
+	// against (the bucket's intervals when it holds that many: a lead time of a minute or
+	// more, 5 s intervals).
+	aheadBurstSpan = 6
 	// aheadBurstBuckets is how far back the recent interval rates go, in buckets.
 	aheadBurstBuckets = 10
 	// aheadMaxRecent bounds the recent interval rates kept.
@@ -220,14 +224,35 @@ func (a *AheadState) recent(seconds float64) (n, isl, osl, cov float64) {
 func (a *AheadState) burst(interval float64) float64 {
 	var ex []excess
 	for i, r := range a.Recent {
-		b := a.RecentBucket[i]
-		if b < 0 || b >= len(a.Count) || a.Covered[b] <= 0 || r <= 0 {
+		mean, ok := a.burstReference(a.RecentBucket[i], interval)
+		if !ok || r <= 0 {
 			continue
 		}
-		mean := a.Count[b] / a.Covered[b]
 		ex = append(ex, excess{r - mean - aheadQuantileZ*math.Sqrt(mean/interval), r})
 	}
 	return upperExcess(ex)
+}
+
+// burstReference is the mean rate the intervals of bucket b are measured against for
+// bursts: their bucket's, or, when a bucket holds fewer than aheadBurstSpan intervals (a
+// short lead time; a bucket of one interval shows no burst at all), that of the buckets
+// around it spanning about that many (false when none of them was observed).
+func (a *AheadState) burstReference(b int, interval float64) (float64, bool) {
+	if b < 0 || b >= len(a.Count) {
+		return 0, false
+	}
+	half := 0
+	if a.BucketS > 0 && interval > 0 {
+		half = max(0, int(math.Ceil(aheadBurstSpan*interval/a.BucketS))-1) / 2
+	}
+	var n, cov float64
+	for j := max(0, b-half); j <= min(len(a.Count)-1, b+half); j++ {
+		n, cov = n+a.Count[j], cov+a.Covered[j]
+	}
+	if cov <= 0 {
+		return 0, false
+	}
+	return n / cov, true
 }
 
 // unsteadiness is how much faster than level the requests of the last window seconds'

@@ -433,9 +433,47 @@ func TestAheadState_Unsteadiness(t *testing.T) {
 	a.record(65, 5, 120*5, 3000, 300)
 	a.record(70, 5, 40*5, 3000, 300)
 	a.record(75, 5, 40*5, 3000, 300)
-	require.Zero(t, a.burst(5), "a bucket of one interval has no burst within it")
 	require.Greater(t, a.unsteadiness(40, 5, 15), 0.1*40, "the burst within the lead time")
 	require.Zero(t, a.unsteadiness(40, 5, 10), "outside the window")
+}
+
+// TestAheadState_BurstReference: a burst is measured against the mean of about
+// aheadBurstSpan intervals — its bucket's when the bucket holds that many, else the buckets
+// around it — so that a bucket of one interval (a 10 s startup at 5 s intervals: the demo)
+// does not hide it.
+func TestAheadState_BurstReference(t *testing.T) {
+	withBurst := func(bucket float64) *AheadState {
+		a := &AheadState{BucketS: bucket}
+		feed(a, 60, func(float64) float64 { return 40 })
+		a.record(65, 5, 120*5, 3000, 300) // one interval three times the rate
+		a.record(70, 5, 40*5, 3000, 300)
+		a.record(75, 5, 40*5, 3000, 300)
+		return a
+	}
+	tests := []struct {
+		name    string
+		bucket  float64
+		wantMin float64
+		wantMax float64
+	}{
+		// Against the five intervals around it (mean 56 req/s): 120 − 56 − 1.28·√(56/5).
+		{"a bucket of one interval", 5, 59, 61},
+		// Against its own 30 s bucket (six intervals' room; the three observed so far, mean
+		// 66.7 req/s), as before buckets of one interval were widened.
+		{"a bucket of six intervals", 30, 48, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := withBurst(tt.bucket).burst(5)
+			require.GreaterOrEqual(t, b, tt.wantMin)
+			require.LessOrEqual(t, b, tt.wantMax)
+		})
+	}
+	steady := &AheadState{BucketS: 5}
+	feed(steady, 120, func(float64) float64 { return 40 })
+	require.Zero(t, steady.burst(5), "steady arrivals have no burst")
+	_, ok := (&AheadState{BucketS: 5}).burstReference(0, 5)
+	require.False(t, ok, "no bucket observed")
 }
 
 // TestAhead_DecodeEdgeOnlyWhenSteady: an ITL near the SLA after a burst (the burst's backlog
