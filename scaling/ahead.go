@@ -67,6 +67,12 @@ const (
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
+	// aheadBurstyExcess is the burst excess, as a share of the level, over which arrivals
+	// count as bursty (bursts over twice the level: on/off traffic, as the Azure code
+	// trace's, not a smooth rate's noise), and aheadBurstHoldLeads how many lead times a
+	// scale-down then holds the highest count needed.
+	aheadBurstyExcess   = 1
+	aheadBurstHoldLeads = 3
 	// aheadBurstSpan is the fewest intervals whose mean rate an interval's burst is measured
 	// against (the bucket's intervals when it holds that many: a lead time of a minute or
 	// more, 5 s intervals).
@@ -501,6 +507,19 @@ func (a *AheadState) quietGaps(c Component, n int, upTo float64) (longest, curre
 	return longest, float64(len(h)-1-busyAgo) * a.BucketS
 }
 
+// peakNeed is the highest count pool c needed over the newest buckets covering seconds.
+func (a *AheadState) peakNeed(c Component, seconds float64) int {
+	h := a.NeedPrefill
+	if c == Decode {
+		h = a.NeedDecode
+	}
+	top := 0
+	for i := len(h) - 1; i >= 0 && float64(len(h)-1-i)*a.BucketS < seconds; i-- {
+		top = max(top, h[i])
+	}
+	return top
+}
+
 // rateOver is the mean rate of buckets from..to (0 when none was observed).
 func (a *AheadState) rateOver(from, to int) float64 {
 	var n, cov float64
@@ -728,7 +747,7 @@ func (t *tick) ahead() Decision {
 		}
 		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.Trusted, f.Trusted && f.Burst <= aheadCalmBurst*f.Level)
+	return t.aheadDecide(need, lead, f.Trusted, f.Trusted && f.Burst <= aheadCalmBurst*f.Level, f.Burst > aheadBurstyExcess*f.Level)
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -1082,7 +1101,7 @@ func (t *tick) provisioned(c Component) int {
 // one the forecast follows instead of the trend), not before twice the longest quiet gap
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
 // never for a pool whose observed latency breaks its SLA; then the GPU budget.
-func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen bool) Decision {
+func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
 	target := map[Component]int{}
@@ -1104,6 +1123,16 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		if n < cur {
 			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, foreseen)); top > n {
 				n = min(cur, top)
+			}
+			// Bursts much shorter than the lead time are over before capacity ordered for
+			// them is ready: what they needed is held for several lead times, not one.
+			if bursty && !foreseen {
+				if top := t.st.Ahead.peakNeed(c, aheadBurstHoldLeads*lead); top > n {
+					if n == need[c] {
+						d.note(fmt.Sprintf("ahead: %s held at %d: arrivals come in bursts over twice the level, and the last %.0f s needed %d", c, min(cur, top), aheadBurstHoldLeads*lead, top))
+					}
+					n = min(cur, top)
+				}
 			}
 			// Demand that came back after quiet gaps will likely come back again: unless a
 			// trusted period is known (the forecast sees it coming), a scale-down waits out

@@ -773,3 +773,67 @@ func TestPromptSpread(t *testing.T) {
 		require.LessOrEqual(t, v, 4.0)
 	}
 }
+
+// TestAhead_BurstyHold: on/off arrivals — one 5 s burst at 60 req/s in every 30 s, 2 req/s
+// between — are over before capacity ordered for them is ready (engines here take 60 s to
+// start), so what they needed is held for aheadBurstHoldLeads lead times after the last of
+// them, not one, then released.
+func TestAhead_BurstyHold(t *testing.T) {
+	p, st := aheadPlanner(t)
+	// Each pool: ready and provisioned counts, and when its newest scale-up is ready.
+	type pool struct {
+		ready, prov int
+		readyAt     float64
+	}
+	pp, pd := &pool{1, 1, 0}, &pool{1, 1, 0}
+	now, downAt, held := 0.0, 0.0, false
+	apply := func(pl *pool, to *int) bool {
+		if to == nil {
+			return false
+		}
+		down := *to < pl.prov
+		if *to > pl.prov {
+			pl.readyAt = now + 60
+		}
+		pl.prov, pl.ready = *to, min(pl.ready, *to)
+		return down
+	}
+	tick := func(rate float64) {
+		now += 5
+		for _, pl := range []*pool{pp, pd} {
+			if pl.prov > pl.ready && now >= pl.readyAt {
+				pl.ready = pl.prov
+			}
+		}
+		in := aheadInput(now, pp.ready, pd.ready, pp.prov, pd.prov, rate)
+		in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+		dec, diag := decideAndSubmit(t, p, &st, in)
+		for _, n := range diag.Notes {
+			held = held || strings.Contains(n, "arrivals come in bursts")
+		}
+		if apply(pp, dec.Prefill) && downAt == 0 && now > 300 {
+			downAt = now
+		}
+		apply(pd, dec.Decode)
+	}
+	var last float64
+	for i := range 10 { // 300 s of bursts, each at a different place in its 30 s
+		for j := range 6 {
+			if j == []int{0, 3, 1, 4, 2, 5, 1, 3, 0, 2}[i] {
+				tick(60)
+				last = now
+				continue
+			}
+			tick(2)
+		}
+	}
+	require.Greater(t, pp.prov, 1, "the bursts needed more than one prefill engine")
+	require.Greater(t, st.Ahead.StartupS, 50.0, "the startup delay measured")
+	for now < 900 {
+		tick(2)
+	}
+	lead := st.Ahead.StartupS + 5
+	require.True(t, held, "a note says the pool was held for the bursts")
+	require.Positive(t, downAt, "released once the bursts are past")
+	require.Greater(t, downAt-last, 2*lead, "held for more than two lead times after the last burst")
+}
