@@ -986,13 +986,20 @@ func (t *tick) window(h *[]float64, v, lead float64) []float64 {
 // over the engines; or, when there are no samples (a feed of the latest FPMs only) and the
 // observed mean ITL nears the SLA (aheadITLWatch), the batch that ITL implies on each ready
 // engine per the perf model at context ctx, when that is more: either sees the bursts
-// between two ticks — and returns the (1 − aheadBurstShare) quantile of the last window
+// between two ticks; the samples scaled by the SLA's ITL over the observed one when the pool
+// is over its ITL SLA — and returns the (1 − aheadBurstShare) quantile of the last window
 // seconds' (0 without any). The samples are preferred: they are what the engines held, where
 // the implied batch is only as good as the perf model, which a refit on one burst can skew.
 func (t *tick) observeConcurrency(m *perf.EngineModel, ctx, window float64) float64 {
 	a := t.st.Ahead
 	tr := t.in.Traffic
 	c, sampled := t.sampledConcurrency()
+	if sampled && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs > t.p.cfg.ITLMs {
+		// An overloaded pool holds each request longer (residence ∝ ITL, Little's law): at
+		// the SLA's ITL the same requests would be held that much shorter. Unscaled, the
+		// concurrency piled up on a slow pool sized it for its own slowness.
+		c *= t.p.cfg.ITLMs / *tr.ITLMs
+	}
 	if !sampled && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs > aheadITLWatch*t.p.cfg.ITLMs && t.current(Decode) > 0 {
 		c = math.Max(c, float64(t.current(Decode))*impliedBatch(m, ctx, *tr.ITLMs/1000*t.acceptLength()))
 	}

@@ -221,3 +221,28 @@ func TestReadyWithin(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveConcurrency_Overloaded: the concurrency an overloaded decode pool holds (its
+// requests stay longer at a slow ITL) is read at the SLA's ITL, so a slow pool is not sized
+// for its own slowness; within the SLA it is read as it is.
+func TestObserveConcurrency_Overloaded(t *testing.T) {
+	samples := &FPMObservations{DecodeSamples: []perf.FPM{{Version: perf.FPMVersion, WorkerID: "a", WallTime: 0.01,
+		Scheduled: perf.ScheduledRequests{NumDecodeRequests: 80}, Queued: perf.QueuedRequests{NumDecodeRequests: 20}}}}
+	tests := []struct {
+		name string
+		itl  *float64
+		want float64
+	}{
+		{"within the ITL SLA", ptr(8.0), 100},
+		{"at four times the SLA", ptr(40.0), 25},
+		{"no ITL observed", nil, 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t) // ITL SLA 10 ms
+			tk := newTick(p, &st, 1, 1)
+			tk.in = Input{Now: 5, FPM: samples, Traffic: &TrafficObservation{DurationS: 5, NumReq: ptr(10.0), ITLMs: tc.itl}}
+			require.InDelta(t, tc.want, tk.observeConcurrency(nil, 3150, 65), 1e-9) // the model is only read without samples
+		})
+	}
+}
