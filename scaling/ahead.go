@@ -360,6 +360,18 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		f.Slope = tf.slope / a.BucketS
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
 		rise = tf.rise(horizon / a.BucketS)
+	} else if len(a.Recent) >= aheadBurstSpan && interval > 0 {
+		// Fewer than three buckets yet (the first minutes): the same line through the
+		// recent intervals' rates, one per tick, whose spread beyond their own Poisson noise
+		// shows a bursty start too.
+		ticks := make([]float64, len(a.Recent))
+		for i := range ticks {
+			ticks[i] = float64(i)
+		}
+		tf := fitTrend(ticks, a.Recent)
+		f.Slope = tf.slope / interval
+		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/interval))
+		rise = tf.rise(horizon / interval)
 	}
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)

@@ -3,6 +3,7 @@ package scaling
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,6 +110,22 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.True(t, ok)
 		require.InDelta(t, 0.1, f.Slope, 0.01)
 		require.Greater(t, f.Rate, 5+0.1*(300+60), "sized for the rate at the end of the lead time")
+	})
+	t.Run("rising, under three buckets: the intervals' line", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 45, func(t float64) float64 { return 5 + 0.1*t }) // 1.5 buckets
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.InDelta(t, 0.1, f.Slope, 0.01)
+		require.Greater(t, f.Rate, f.Level+0.1*65, "the rise over the lead time added")
+	})
+	t.Run("bursty start, under three buckets: the intervals' spread", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 45, func(t float64) float64 { return []float64{0, 30, 0, 0, 40, 0, 0, 50, 0}[int(t/5)] })
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.Greater(t, f.Spread, 10.0, "bursts far beyond Poisson noise")
+		require.Greater(t, f.Rate, 30.0, "sized for bursts like those seen, not the level")
 	})
 	t.Run("bursts", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -774,66 +791,47 @@ func TestPromptSpread(t *testing.T) {
 	}
 }
 
-// TestAhead_BurstyHold: on/off arrivals — one 5 s burst at 60 req/s in every 30 s, 2 req/s
-// between — are over before capacity ordered for them is ready (engines here take 60 s to
-// start), so what they needed is held for aheadBurstHoldLeads lead times after the last of
-// them, not one, then released.
+// TestAhead_BurstyHold: when arrivals come in bursts over twice the level, a scale-down
+// holds the highest count needed over the last aheadBurstHoldLeads lead times (a burst much
+// shorter than the lead time is over before capacity ordered for it is ready); otherwise it
+// holds the last lead time's only.
 func TestAhead_BurstyHold(t *testing.T) {
-	p, st := aheadPlanner(t)
-	// Each pool: ready and provisioned counts, and when its newest scale-up is ready.
-	type pool struct {
-		ready, prov int
-		readyAt     float64
+	const lead = 65.0 // a 60 s startup and a 5 s interval; buckets of 30 s
+	tests := []struct {
+		name      string
+		burstAgo  int // buckets before the newest in which prefill needed 6
+		bursty    bool
+		want      int
+		wantNoted bool
+	}{
+		{"bursty, 90 s ago: held", 3, true, 6, true},
+		{"bursty, 180 s ago: still within 3 lead times", 6, true, 6, true},
+		{"bursty, 210 s ago: released", 7, true, 2, false},
+		{"steady, 90 s ago: released after one lead time", 3, false, 2, false},
 	}
-	pp, pd := &pool{1, 1, 0}, &pool{1, 1, 0}
-	now, downAt, held := 0.0, 0.0, false
-	apply := func(pl *pool, to *int) bool {
-		if to == nil {
-			return false
-		}
-		down := *to < pl.prov
-		if *to > pl.prov {
-			pl.readyAt = now + 60
-		}
-		pl.prov, pl.ready = *to, min(pl.ready, *to)
-		return down
-	}
-	tick := func(rate float64) {
-		now += 5
-		for _, pl := range []*pool{pp, pd} {
-			if pl.prov > pl.ready && now >= pl.readyAt {
-				pl.ready = pl.prov
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			a := st.Ahead
+			a.BucketS = 30
+			for i := range 10 { // 300 s observed: past the first scale-down's trend window
+				a.Count, a.ISL, a.OSL, a.Covered = append(a.Count, 60), append(a.ISL, 60*3000), append(a.OSL, 60*300), append(a.Covered, 30)
+				need := 2
+				if i == 9-tc.burstAgo {
+					need = 6
+				}
+				a.NeedPrefill, a.NeedDecode = append(a.NeedPrefill, need), append(a.NeedDecode, 1)
 			}
-		}
-		in := aheadInput(now, pp.ready, pd.ready, pp.prov, pd.prov, rate)
-		in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
-		dec, diag := decideAndSubmit(t, p, &st, in)
-		for _, n := range diag.Notes {
-			held = held || strings.Contains(n, "arrivals come in bursts")
-		}
-		if apply(pp, dec.Prefill) && downAt == 0 && now > 300 {
-			downAt = now
-		}
-		apply(pd, dec.Decode)
-	}
-	var last float64
-	for i := range 10 { // 300 s of bursts, each at a different place in its 30 s
-		for j := range 6 {
-			if j == []int{0, 3, 1, 4, 2, 5, 1, 3, 0, 2}[i] {
-				tick(60)
-				last = now
-				continue
+			tk := newTick(p, &st, 6, 1)
+			tk.in = Input{Now: 300, Traffic: &TrafficObservation{DurationS: 5, NumReq: ptr(10.0)}}
+			dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 1}, lead, false, false, tc.bursty)
+			got := 6
+			if dec.Prefill != nil {
+				got = *dec.Prefill
 			}
-			tick(2)
-		}
+			require.Equal(t, tc.want, got)
+			noted := slices.ContainsFunc(tk.diag.Notes, func(n string) bool { return strings.Contains(n, "arrivals come in bursts") })
+			require.Equal(t, tc.wantNoted, noted, tk.diag.Notes)
+		})
 	}
-	require.Greater(t, pp.prov, 1, "the bursts needed more than one prefill engine")
-	require.Greater(t, st.Ahead.StartupS, 50.0, "the startup delay measured")
-	for now < 900 {
-		tick(2)
-	}
-	lead := st.Ahead.StartupS + 5
-	require.True(t, held, "a note says the pool was held for the bursts")
-	require.Positive(t, downAt, "released once the bursts are past")
-	require.Greater(t, downAt-last, 2*lead, "held for more than two lead times after the last burst")
 }
