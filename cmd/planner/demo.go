@@ -59,7 +59,7 @@ expected_startup_seconds: 10
 ttft_ms: 300
 itl_ms: 10
 load_adjustment_interval: 5
-max_gpu_budget: 12
+max_gpu_budget: 16
 min_endpoint: 1
 model_name: nvidia/Llama-3.1-8B-Instruct-FP8
 `
@@ -79,7 +79,7 @@ expected_startup_seconds: 10
 ttft_ms: 500
 itl_ms: 50
 load_adjustment_interval: 5
-max_gpu_budget: 12
+max_gpu_budget: 16
 min_endpoint: 1
 model_name: nvidia/Llama-3.1-8B-Instruct-FP8
 `
@@ -123,7 +123,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.StringVar(&o.trace, "trace", "", "trace to replay (Mooncake JSONL or Azure CSV); default: the bundled Azure LLM inference trace (code, 2023)")
 	fset.DurationVar(&o.traceFrom, "trace-from", 0, "start this far into the trace")
 	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
-	fset.IntVar(&o.gpus, "gpus", 12, "simulated GPUs the local connector hands out")
+	fset.IntVar(&o.gpus, "gpus", 16, "simulated GPUs the local connector hands out")
 	fset.StringVar(&o.mode, "mode", "", "deployment shape: disagg (prefill and decode engines) or agg (aggregated engines); default: --config's mode, else disagg")
 	fset.StringVar(&o.start, "start", demoStartSized, "starting deployment: sized (the smallest static deployment serving the replay's first minute in the simulator) or minimum (the config's minimum endpoints); the simulated comparison starts there too")
 	fset.StringVar(&o.router, "router", string(router.LeastLoaded), "how the frontend routes requests: least_loaded, round_robin or kv (Dynamo's KV router); the simulated comparison routes the same way")

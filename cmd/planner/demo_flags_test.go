@@ -49,7 +49,7 @@ func TestDemoPrefixCachingAndRouter(t *testing.T) {
 	}
 
 	out := t.TempDir()
-	d := &demo{o: demoOptions{out: out, startupDelay: 10 * time.Second, router: string(router.KV), prefixCache: true, gpus: 12}}
+	d := &demo{o: demoOptions{out: out, startupDelay: 10 * time.Second, router: string(router.KV), prefixCache: true, gpus: 16}}
 	profileDir := filepath.Join(out, "profile")
 	require.NoError(t, writeEmbedded("demodata/profile", profileDir))
 	cfg, err := d.plannerConfig(profileDir)
