@@ -1119,6 +1119,8 @@ func (t *tick) provisioned(c Component) int {
 // period on steady arrivals, aheadHoldWindow), and, without a followed period (periodic:
 // one the forecast follows instead of the trend), not before twice the longest quiet gap
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
+// while arrivals are bursty (bursts over aheadBurstyExcess of the level) and the lead time
+// not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
 // never for a pool whose observed latency breaks its SLA; then the GPU budget.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty bool) Decision {
 	d := t.diag
@@ -1147,10 +1149,8 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			// them is ready: what they needed is held for several lead times, not one.
 			if bursty && !foreseen {
 				if top := t.st.Ahead.peakNeed(c, aheadBurstHoldLeads*lead); top > n {
-					if n == need[c] {
-						d.note(fmt.Sprintf("ahead: %s held at %d: arrivals come in bursts over twice the level, and the last %.0f s needed %d", c, min(cur, top), aheadBurstHoldLeads*lead, top))
-					}
 					n = min(cur, top)
+					d.note(fmt.Sprintf("ahead: %s held at %d: arrivals come in bursts over twice the level, and the last %.0f s needed %d", c, n, aheadBurstHoldLeads*lead, top))
 				}
 			}
 			// Demand that came back after quiet gaps will likely come back again: unless a
