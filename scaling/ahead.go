@@ -223,8 +223,9 @@ func (a *AheadState) recent(seconds float64) (n, isl, osl, cov float64) {
 	return n, isl, osl, cov
 }
 
-// burst is the request-weighted upper quantile of how much faster than their bucket's mean
-// the recent intervals' requests arrived, beyond Poisson noise (which the queueing and
+// burst is the request-weighted upper quantile of how much faster than their reference mean
+// (burstReference: their bucket's, or the buckets' around it) the recent intervals'
+// requests arrived, beyond Poisson noise (which the queueing and
 // batch models already allow for): the excess rate that aheadBurstShare of the recent
 // requests exceeded (0 for Poisson arrivals). interval is the observations' length.
 func (a *AheadState) burst(interval float64) float64 {
@@ -249,7 +250,8 @@ func (a *AheadState) burstReference(b int, interval float64) (float64, bool) {
 	}
 	half := 0
 	if a.BucketS > 0 && interval > 0 {
-		half = max(0, int(math.Ceil(aheadBurstSpan*interval/a.BucketS))-1) / 2
+		// Buckets on each side so that the 2·half+1 buckets hold aheadBurstSpan intervals.
+		half = max(0, int(math.Ceil((aheadBurstSpan*interval/a.BucketS-1)/2)))
 	}
 	var n, cov float64
 	for j := max(0, b-half); j <= min(len(a.Count)-1, b+half); j++ {
@@ -326,7 +328,8 @@ type Forecast struct {
 	Rate float64
 	// ISL and OSL are the recent mean lengths.
 	ISL, OSL float64
-	// Burst is the excess rate of the recent bursts within a bucket, beyond Poisson noise.
+	// Burst is the excess rate of the recent bursts within a bucket (or the buckets around
+	// it: burstReference), beyond Poisson noise.
 	Burst float64
 }
 
@@ -360,15 +363,15 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		f.Slope = tf.slope / a.BucketS
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
 		rise = tf.rise(horizon / a.BucketS)
-	} else if len(a.Recent) >= aheadBurstSpan && interval > 0 {
-		// Fewer than three buckets yet (the first minutes): the same line through the
-		// recent intervals' rates, one per tick, whose spread beyond their own Poisson noise
-		// shows a bursty start too.
-		ticks := make([]float64, len(a.Recent))
+	} else if rates := a.recentSince(last - int(math.Ceil(window/a.BucketS))); len(rates) >= aheadBurstSpan && interval > 0 {
+		// Fewer than three buckets in the window (the first minutes, or after a gap in the
+		// observations): the same line through the window's interval rates, one per tick,
+		// whose spread beyond their own Poisson noise shows a bursty start too.
+		ticks := make([]float64, len(rates))
 		for i := range ticks {
 			ticks[i] = float64(i)
 		}
-		tf := fitTrend(ticks, a.Recent)
+		tf := fitTrend(ticks, rates)
 		f.Slope = tf.slope / interval
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/interval))
 		rise = tf.rise(horizon / interval)
@@ -517,6 +520,17 @@ func (a *AheadState) quietGaps(c Component, n int, upTo float64) (longest, curre
 		return longest, math.Inf(1)
 	}
 	return longest, float64(len(h)-1-busyAgo) * a.BucketS
+}
+
+// recentSince are the recent interval rates observed in bucket from or later, oldest first.
+func (a *AheadState) recentSince(from int) []float64 {
+	var out []float64
+	for i, r := range a.Recent {
+		if a.RecentBucket[i] >= from {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // peakNeed is the highest count pool c needed over the newest buckets covering seconds.
@@ -1222,8 +1236,8 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 	return out
 }
 
-// trendFit is the trend window's least-squares line through the bucket rates (x in
-// buckets, 0 the newest).
+// trendFit is a least-squares line through rates: the trend window's bucket rates (x in
+// buckets), or, before three buckets, its interval rates (x in ticks).
 type trendFit struct {
 	// slope is the line's slope (req/s per bucket).
 	slope float64
@@ -1231,7 +1245,7 @@ type trendFit struct {
 	variance float64
 }
 
-// fitTrend fits the rates ys at the buckets xs (newest first).
+// fitTrend fits the rates ys at the positions xs (buckets or ticks; any order).
 func fitTrend(xs, ys []float64) trendFit {
 	var tf trendFit
 	rel := make([]float64, len(xs))

@@ -125,7 +125,18 @@ func TestAheadState_Forecast(t *testing.T) {
 		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Greater(t, f.Spread, 10.0, "bursts far beyond Poisson noise")
-		require.Greater(t, f.Rate, 30.0, "sized for bursts like those seen, not the level")
+		require.Greater(t, f.Rate, f.Level+f.Burst+5, "the intervals' spread adds to the bursts within the buckets")
+	})
+	t.Run("after a gap in the observations: only the window's intervals", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 300, func(float64) float64 { return 2 })
+		for now := 505.0; now <= 540; now += 5 { // 200 s unobserved, then a higher level
+			a.record(now, 5, 20*5, 3000, 300)
+		}
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.InDelta(t, 0, f.Slope, 1e-9, "the level before the gap is no trend")
+		require.InDelta(t, 20, f.Rate, 1e-9)
 	})
 	t.Run("bursts", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -473,8 +484,12 @@ func TestAheadState_BurstReference(t *testing.T) {
 		wantMin float64
 		wantMax float64
 	}{
-		// Against the five intervals around it (mean 56 req/s): 120 − 56 − 1.28·√(56/5).
-		{"a bucket of one interval", 5, 59, 61},
+		// Against the three buckets of one interval on each side (the two after it are all
+		// observed yet: six intervals, mean 53.3 req/s): 120 − 53.3 − 1.28·√(53.3/5).
+		{"a bucket of one interval", 5, 62, 63},
+		// Against its 15 s bucket and one on each side (the one before and its own observed
+		// yet: six intervals, mean 53.3 req/s).
+		{"a bucket of three intervals", 15, 62, 63},
 		// Against its own 30 s bucket (six intervals' room; the three observed so far, mean
 		// 66.7 req/s), as before buckets of one interval were widened.
 		{"a bucket of six intervals", 30, 48, 50},
