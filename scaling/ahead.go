@@ -482,12 +482,17 @@ func (a *AheadState) trendWindow(lead float64) float64 {
 	return math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
 }
 
+// needs is pool c's need history (NeedPrefill or NeedDecode).
+func (a *AheadState) needs(c Component) *[]int {
+	if c == Decode {
+		return &a.NeedDecode
+	}
+	return &a.NeedPrefill
+}
+
 // recordNeed notes that pool c needed n engines in the newest bucket.
 func (a *AheadState) recordNeed(c Component, n int) {
-	h := &a.NeedPrefill
-	if c == Decode {
-		h = &a.NeedDecode
-	}
+	h := a.needs(c)
 	for len(*h) < len(a.Count) {
 		*h = append(*h, 0)
 	}
@@ -501,10 +506,7 @@ func (a *AheadState) recordNeed(c Component, n int) {
 // long the current quiet run is (since the last bucket needing more), both in seconds. The
 // current bucket counts as quiet.
 func (a *AheadState) quietGaps(c Component, n int, upTo float64) (longest, current float64) {
-	h := a.NeedPrefill
-	if c == Decode {
-		h = a.NeedDecode
-	}
+	h := *a.needs(c)
 	run, seenBusy, busyAgo := 0, false, -1
 	for i, v := range h {
 		if v > n {
@@ -535,10 +537,7 @@ func (a *AheadState) recentSince(from int) []float64 {
 
 // peakNeed is the highest count pool c needed over the newest buckets covering seconds.
 func (a *AheadState) peakNeed(c Component, seconds float64) int {
-	h := a.NeedPrefill
-	if c == Decode {
-		h = a.NeedDecode
-	}
+	h := *a.needs(c)
 	top := 0
 	for i := len(h) - 1; i >= 0 && float64(len(h)-1-i)*a.BucketS < seconds; i-- {
 		top = max(top, h[i])
