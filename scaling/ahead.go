@@ -146,6 +146,13 @@ type AheadState struct {
 	// they were decided), to measure the startup delay.
 	UpPrefill *PendingDesired `json:"up_prefill,omitempty"`
 	UpDecode  *PendingDesired `json:"up_decode,omitempty"`
+
+	// LearnedTTFTMs and LearnedITLMs are the SLA targets what the policy learned was
+	// learned against (0: a state from before they were kept, taken as the configured
+	// ones). When `set_sla` or `update_config` changes a target, what was learned against
+	// the old one is forgotten (forgetOtherSLA).
+	LearnedTTFTMs float64 `json:"learned_ttft_ms,omitempty"`
+	LearnedITLMs  float64 `json:"learned_itl_ms,omitempty"`
 }
 
 func (a *AheadState) clone() *AheadState {
@@ -686,6 +693,7 @@ func (t *tick) ahead() Decision {
 		d.note("ahead: " + note)
 		return Decision{}
 	}
+	t.forgetOtherSLA()
 	if !t.countsKnown {
 		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
 	}
