@@ -84,6 +84,11 @@ const (
 	// aheadBurstShare is the share of recent requests allowed to have arrived faster than
 	// the burst rate the pools are sized for.
 	aheadBurstShare = 0.1
+	// aheadMissLeads is how far back, in lead times, the forecast's own misses are counted
+	// (the SLO feedback's memory), and aheadMissWindows the fewest past forecasts whose
+	// lead time has passed that are read as a quantile.
+	aheadMissLeads   = 10
+	aheadMissWindows = 5
 	// aheadMaxStartupSeconds bounds a measured startup delay; a scale-up not ready after it
 	// is forgotten.
 	aheadMaxStartupSeconds = 3600
@@ -153,6 +158,11 @@ type AheadState struct {
 	// the old one is forgotten (forgetOtherSLA).
 	LearnedTTFTMs float64 `json:"learned_ttft_ms,omitempty"`
 	LearnedITLMs  float64 `json:"learned_itl_ms,omitempty"`
+
+	// Forecast is, per bucket (aligned with Count), the demand the forecast gave at the
+	// bucket's last tick, before its own misses were added (0: none made): what the
+	// forecast's misses are measured on (forecastMiss).
+	Forecast []float64 `json:"forecast,omitempty"`
 }
 
 func (a *AheadState) clone() *AheadState {
@@ -172,6 +182,7 @@ func (a *AheadState) clone() *AheadState {
 		c.FeedbackDecode = ptr(*a.FeedbackDecode)
 	}
 	c.NeedPrefill, c.NeedDecode = slices.Clone(a.NeedPrefill), slices.Clone(a.NeedDecode)
+	c.Forecast = slices.Clone(a.Forecast)
 	if a.UpPrefill != nil {
 		c.UpPrefill = ptr(*a.UpPrefill)
 	}
@@ -194,7 +205,7 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 	if idx >= len(a.Count)+AheadHistoryBuckets {
 		// A gap longer than the history: start again.
 		a.Count, a.ISL, a.OSL, a.Covered, a.Recent, a.RecentBucket = nil, nil, nil, nil, nil, nil
-		a.NeedPrefill, a.NeedDecode = nil, nil
+		a.NeedPrefill, a.NeedDecode, a.Forecast = nil, nil, nil
 		a.T0 = math.Floor(mid/a.BucketS) * a.BucketS
 		idx = 0
 	}
@@ -215,6 +226,7 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 		a.T0 += float64(drop) * a.BucketS
 		a.NeedPrefill = a.NeedPrefill[min(drop, len(a.NeedPrefill)):]
 		a.NeedDecode = a.NeedDecode[min(drop, len(a.NeedDecode)):]
+		a.Forecast = a.Forecast[min(drop, len(a.Forecast)):]
 		for i := range a.RecentBucket {
 			a.RecentBucket[i] -= drop
 		}
@@ -338,6 +350,10 @@ type Forecast struct {
 	// Burst is the excess rate of the recent bursts within a bucket (or the buckets around
 	// it: burstReference), beyond Poisson noise.
 	Burst float64
+	// Missed is what Rate includes for the forecast's own misses (forecastMiss; 0 when a
+	// followed period gives the forecast), over MissWindows past forecasts.
+	Missed      float64
+	MissWindows int
 }
 
 // forecast predicts the request rate over the next lead seconds from the history.
@@ -424,7 +440,62 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			}
 		}
 	}
+	// A followed period adds its own misses (seasonalMiss); any other forecast, the upper
+	// quantile of its misses over the last lead times.
+	if !f.Trusted {
+		f.Missed, f.MissWindows = a.forecastMiss(lead, interval)
+		f.Rate += f.Missed
+	}
 	return f, true
+}
+
+// recordForecast notes the demand rate the forecast gave at this tick, before its own misses
+// were added, as the newest bucket's (its last tick's stands).
+func (a *AheadState) recordForecast(rate float64) {
+	for len(a.Forecast) < len(a.Count) {
+		a.Forecast = append(a.Forecast, 0)
+	}
+	if last := len(a.Count) - 1; last >= 0 && finite(rate) && rate > 0 {
+		a.Forecast[last] = rate
+	}
+}
+
+// forecastMiss is how much the demand has exceeded the forecast: for each bucket of the last
+// aheadMissLeads lead times whose lead time has passed, the highest rate of the complete
+// buckets over that lead time (the forecast's horizon) minus the forecast made in it; of
+// these misses, the upper quantile the forecast aims at (90%, as aheadQuantileZ), when
+// positive and at least aheadMissWindows were measured; and how many were. A forecast is
+// meant to be exceeded one time in ten; one exceeded more often — a convex rise the trend
+// lags, a burst pattern the spread misses — is raised by what its misses say, the way a
+// conformal interval is calibrated on its own errors. Only the rises count: a forecast that
+// is exceeded less often is not lowered (its margins also cover bursts within the buckets,
+// which the bucket rates do not show).
+func (a *AheadState) forecastMiss(lead, interval float64) (float64, int) {
+	horizon := lead + math.Max(a.BucketS, 2*interval)/2
+	h := max(1, int(math.Ceil(horizon/a.BucketS)))
+	back := max(1, int(math.Ceil(aheadMissLeads*lead/a.BucketS)))
+	newest := len(a.Count) - 2 // the newest complete bucket
+	var miss []float64
+	for b := newest - h; b >= 0 && b >= newest-h-back; b-- {
+		if b >= len(a.Forecast) || !(a.Forecast[b] > 0) {
+			continue
+		}
+		top := math.NaN()
+		for j := b + 1; j <= b+h; j++ {
+			if r := a.rate(j); !math.IsNaN(r) && (math.IsNaN(top) || r > top) {
+				top = r
+			}
+		}
+		if !math.IsNaN(top) {
+			miss = append(miss, top-a.Forecast[b])
+		}
+	}
+	if len(miss) < aheadMissWindows {
+		return 0, len(miss)
+	}
+	slices.Sort(miss)
+	q := miss[int(math.Floor(0.9*float64(len(miss)-1)))]
+	return math.Max(0, q), len(miss)
 }
 
 // bucketsAhead are the buckets the next lead seconds fall in, counted from the newest
@@ -718,6 +789,7 @@ func (t *tick) ahead() Decision {
 	if !ok {
 		return hold(ReasonNoTrafficData, "no traffic history yet: holding")
 	}
+	a.recordForecast(f.Rate - f.Missed)
 	if f.ISL == 0 && t.st.LastISL != nil {
 		f.ISL, f.OSL = *t.st.LastISL, *t.st.LastOSL
 	}
@@ -732,6 +804,9 @@ func (t *tick) ahead() Decision {
 		if f.Trusted {
 			why[0] += " followed"
 		}
+	}
+	if f.Missed > 0 {
+		why[0] += fmt.Sprintf(", +%.2f for its misses over %d lead times past", f.Missed, f.MissWindows)
 	}
 	why[0] += fmt.Sprintf("), ISL %.0f OSL %.0f", f.ISL, f.OSL)
 	for _, c := range t.pools() {

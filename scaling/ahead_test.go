@@ -850,3 +850,60 @@ func TestAhead_BurstyHold(t *testing.T) {
 		})
 	}
 }
+
+func TestAheadState_ForecastMiss(t *testing.T) {
+	const lead, interval = 65.0, 5.0 // a horizon of 70 s: 3 buckets of 30 s
+	// history is 40 buckets at 10 req/s (the newest incomplete), with the forecast made in
+	// each set by forecastAt (bucket index → rate; 0: none). The misses measured are those of
+	// buckets 13–35: their lead times have passed (bucket 38 is the newest complete one), and
+	// within 10 lead times (22 buckets) of it.
+	history := func(forecastAt func(b int) float64) *AheadState {
+		a := &AheadState{BucketS: 30}
+		for now := 5.0; now <= 40*30; now += 5 {
+			a.record(now, 5, 50, 3000, 300)
+			a.recordForecast(forecastAt(len(a.Count) - 1))
+		}
+		require.Len(t, a.Forecast, len(a.Count))
+		return a
+	}
+	// at gives the forecast low in the buckets listed, 10 elsewhere.
+	at := func(low float64, buckets ...int) func(int) float64 {
+		return func(b int) float64 {
+			if slices.Contains(buckets, b) {
+				return low
+			}
+			return 10
+		}
+	}
+	tests := []struct {
+		name       string
+		forecastAt func(b int) float64
+		want       float64
+		windows    int
+	}{
+		{"exact: no miss", func(int) float64 { return 10 }, 0, 23},
+		{"2 req/s under every time: raised by 2", func(int) float64 { return 8 }, 2, 23},
+		{"over every time: never lowered", func(int) float64 { return 12 }, 0, 23},
+		{"4 of 23 windows 6 under: more than one in ten, raised by 6", at(4, 15, 20, 25, 30), 6, 23},
+		{"2 of 23 windows under: within the quantile", at(4, 20, 25), 0, 23},
+		{"misses older than 10 lead times do not count", at(1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12), 0, 23},
+		{"too few forecasts measured yet", func(b int) float64 { return 5 * float64(min(1, max(0, b-31))) }, 0, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := history(tc.forecastAt)
+			miss, windows := a.forecastMiss(lead, interval)
+			require.InDelta(t, tc.want, miss, 1e-9)
+			require.Equal(t, tc.windows, windows)
+		})
+	}
+
+	// The forecast adds its misses unless it follows a period (which adds its own).
+	a := history(func(int) float64 { return 8 })
+	f, ok := a.forecast(lead, interval)
+	require.True(t, ok)
+	require.False(t, f.Trusted, "a flat rate has no period")
+	require.InDelta(t, 2, f.Missed, 1e-9)
+	require.Equal(t, 23, f.MissWindows)
+	require.InDelta(t, f.Level+2, f.Rate, 1e-9, "a steady rate: the level and its misses")
+}
