@@ -62,8 +62,9 @@ const (
 	// aheadCalmBurst is the burst excess, as a share of the level, under which arrivals
 	// count as steady enough to learn the decode edge rate from.
 	aheadCalmBurst = 0.1
-	// aheadEdgeRelax is how fast the learned decode edge rate relaxes upwards, per interval
-	// (doubles in about 140 intervals).
+	// aheadEdgeRelax is how fast the learned decode edge rate relaxes upwards, per interval,
+	// while the ready pool runs at the edge (doubles in about 140 such intervals); in
+	// proportion to the load per engine against the edge below it.
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
@@ -125,7 +126,8 @@ type AheadState struct {
 	DecodeBatch    []float64 `json:"decode_batch,omitempty"`
 	// DecodeEdgeRPS is the request rate per decode engine at which the observed mean ITL
 	// reached aheadITLWatch of the SLA: what the engines really sustain, whatever the perf
-	// model says (0: never seen). It relaxes by aheadEdgeRelax per interval.
+	// model says (0: never seen). It relaxes by up to aheadEdgeRelax per interval
+	// (learnDecodeEdge).
 	DecodeEdgeRPS float64 `json:"decode_edge_rps,omitempty"`
 	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
 	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
@@ -1061,11 +1063,17 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 // reaches aheadITLWatch of the SLA while the arrivals are steady — no burst within the
 // buckets, and none of the last lead time's intervals (a burst's backlog reaches the
 // decode pool after it) above the level beyond aheadCalmBurst — (the lowest such rate,
-// relaxed upwards by aheadEdgeRelax per interval) and returns it (0: never seen).
+// relaxed upwards) and returns it (0: never seen). The relaxation lets engines that got
+// faster, or an edge read low, be found again: sized at the edge, a pool that does better
+// than it keeps its ITL under the watch and probes a little further each interval. A pool
+// running far below the edge tests nothing, so the edge relaxes by aheadEdgeRelax times
+// the ready pool's load per engine against it (at most 1): on rr-5-45-agg an edge relaxed
+// on time alone went from 4.9 to 6.6 req/s per engine through the trough, and the next rise
+// overloaded aggregated engines that could take about 5 (this way it is at 5.5 there).
 func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	a := t.st.Ahead
-	if a.DecodeEdgeRPS > 0 {
-		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax
+	if ready := t.current(Decode); a.DecodeEdgeRPS > 0 && ready > 0 && f.Level > 0 {
+		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax*math.Min(1, f.Level/float64(ready)/a.DecodeEdgeRPS)
 	}
 	tr := t.in.Traffic
 	// Only when the arrivals are about Poisson: a burst, not the engines, may have raised the

@@ -907,3 +907,33 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 	require.Equal(t, 23, f.MissWindows)
 	require.InDelta(t, f.Level+2, f.Rate, 1e-9, "a steady rate: the level and its misses")
 }
+
+func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
+	p, st := aheadPlanner(t)
+	// An edge of 10 req/s per engine, 4 ready decode engines, no ITL reading (nothing to
+	// learn): how much the edge relaxes in one interval at a level of rate req/s.
+	relaxed := func(rate float64) float64 {
+		st2 := st
+		st2.Ahead = st.Ahead.clone()
+		st2.Ahead.DecodeEdgeRPS = 10
+		tk := &tick{p: p, st: &st2, in: aheadInput(5, 4, 4, 4, 4, rate), diag: &Diagnostics{}, readyP: 4, readyD: 4,
+			expectedP: ptr(4), expectedD: ptr(4), countsKnown: true}
+		return tk.learnDecodeEdge(Forecast{Level: rate}, 65)/10 - 1
+	}
+	tests := []struct {
+		name string
+		rate float64
+		want float64
+	}{
+		{"at the edge: the full step", 40, aheadEdgeRelax},
+		{"over it without the ITL showing it: the full step", 60, aheadEdgeRelax},
+		{"at half the edge: half a step", 20, aheadEdgeRelax / 2},
+		{"in a trough: a tenth", 4, aheadEdgeRelax / 10},
+		{"idle: none", 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, relaxed(tc.rate), 1e-12)
+		})
+	}
+}
