@@ -466,17 +466,18 @@ func (a *AheadState) recordForecast(rate float64) {
 // aheadMissLeads lead times whose lead time has passed, the highest rate of the complete
 // buckets over that lead time (the forecast's horizon) minus the forecast made in it; of
 // these misses, the upper quantile the forecast aims at (90%, as aheadQuantileZ), when
-// positive and at least aheadMissWindows were measured; and how many were. A forecast is
-// meant to be exceeded one time in ten; one exceeded more often — a convex rise the trend
-// lags, a burst pattern the spread misses — is raised by what its misses say, the way a
-// conformal interval is calibrated on its own errors. Only the rises count: a forecast that
+// positive and at least aheadMissWindows were measured (the 0.9·(n−1)-th of the n misses
+// sorted); and how many were. A forecast is meant to be exceeded one time in ten; one
+// exceeded more often — a convex rise the trend lags, a burst pattern the spread misses — is
+// raised by what its misses say, in the spirit of a conformal interval calibrated on its own
+// errors. Only the rises count: a forecast that
 // is exceeded less often is not lowered (its margins also cover bursts within the buckets,
 // which the bucket rates do not show).
 func (a *AheadState) forecastMiss(lead, interval float64) (float64, int) {
 	horizon := lead + math.Max(a.BucketS, 2*interval)/2
 	h := max(1, int(math.Ceil(horizon/a.BucketS)))
 	back := max(1, int(math.Ceil(aheadMissLeads*lead/a.BucketS)))
-	newest := len(a.Count) - 2 // the newest complete bucket
+	newest := len(a.Count) - 2 // the newest bucket may be incomplete: not counted
 	var miss []float64
 	for b := newest - h; b >= 0 && b >= newest-h-back; b-- {
 		if b >= len(a.Forecast) || !(a.Forecast[b] > 0) {
@@ -808,7 +809,7 @@ func (t *tick) ahead() Decision {
 		}
 	}
 	if f.Missed > 0 {
-		why[0] += fmt.Sprintf(", +%.2f for its misses over %d lead times past", f.Missed, f.MissWindows)
+		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
 	}
 	why[0] += fmt.Sprintf("), ISL %.0f OSL %.0f", f.ISL, f.OSL)
 	for _, c := range t.pools() {

@@ -14,13 +14,16 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 	// that has learned everything forgetOtherSLA may forget.
 	learned := func(t *testing.T, p *Planner, st State) State {
 		for now := 5.0; now <= 60; now += 5 {
-			next, _, _, err := p.Decide(st, aheadInput(now, 4, 4, 4, 4, 20))
+			in := aheadInput(now, 4, 4, 4, 4, 20)
+			in.Traffic.TTFTMs = ptr(150.0) // slower than the queueing model: an excess wait
+			next, _, _, err := p.Decide(st, in)
 			require.NoError(t, err)
 			st = next
 		}
 		a := st.Ahead
 		require.Equal(t, 200.0, a.LearnedTTFTMs, "the targets are recorded")
 		require.Equal(t, 10.0, a.LearnedITLMs)
+		require.Positive(t, a.ExcessWait, "an excess wait learned")
 		a.DecodeEdgeRPS = 5
 		a.DecodeShown = []ShownBatch{{N: 60, KV: 60 * 3150}}
 		a.FeedbackPrefill = &SLOFeedback{Missed: 2, Seen: 10, Headroom: 0.5, ChangedAt: 60}
@@ -30,7 +33,9 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 		}
 		return st
 	}
-	type kept struct{ decode, prefillFeedback, decodeFeedback, needs bool }
+	// kept says what survives: the decode learning (edge, batches shown, concurrency), and
+	// each pool's SLO feedback and per-bucket needs.
+	type kept struct{ decode, prefillFeedback, decodeFeedback, prefillNeeds, decodeNeeds bool }
 	tests := []struct {
 		name   string
 		agg    bool
@@ -40,22 +45,22 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 		note   string
 	}{
 		{"the same targets: everything kept", false, func(*config.Config) {}, false,
-			kept{true, true, true, true}, ""},
-		{"a tighter ITL: the decode learning, its feedback and the needs forgotten", false,
+			kept{true, true, true, true, true}, ""},
+		{"a tighter ITL: the decode learning, feedback and needs forgotten", false,
 			func(c *config.Config) { c.ITLMs = 8 }, false,
-			kept{false, true, false, false}, "ITL 10 → 8 ms"},
-		{"a looser TTFT: the prefill feedback and the needs forgotten", false,
+			kept{false, true, false, true, false}, "ITL 10 → 8 ms"},
+		{"a looser TTFT: the prefill feedback and needs forgotten", false,
 			func(c *config.Config) { c.TTFTMs = 400 }, false,
-			kept{true, false, true, false}, "TTFT 200 → 400 ms"},
-		{"both: both feedbacks", false,
+			kept{true, false, true, false, true}, "TTFT 200 → 400 ms"},
+		{"both: both pools'", false,
 			func(c *config.Config) { c.TTFTMs, c.ITLMs = 400, 20 }, false,
-			kept{false, false, false, false}, "both pools' SLO feedback"},
-		{"aggregated, a looser TTFT: its one pool's feedback", true,
+			kept{false, false, false, false, false}, "the prefill SLO feedback"},
+		{"aggregated, a looser TTFT: its one pool's feedback and needs", true,
 			func(c *config.Config) { c.TTFTMs = 400 }, false,
-			kept{true, true, false, false}, "the aggregated pool's SLO feedback"},
+			kept{true, true, false, true, false}, "the aggregated SLO feedback"},
 		{"a state from before the targets were recorded: kept, the targets recorded", false,
 			func(c *config.Config) { c.ITLMs = 8 }, true,
-			kept{true, true, true, true}, ""},
+			kept{true, true, true, true, true}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,11 +110,20 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 				require.Equal(t, tc.want.prefillFeedback, a.FeedbackPrefill.Headroom > 0, "prefill headroom %+v", a.FeedbackPrefill)
 			}
 			require.Equal(t, tc.want.decodeFeedback, a.FeedbackDecode.Headroom > 0, "decode headroom %+v", a.FeedbackDecode)
-			needs := a.NeedDecode
-			require.Len(t, needs, len(a.Count), "aligned with the history again")
-			require.Equal(t, tc.want.needs, needs[0] == 9, "what the first bucket needed: %v", needs)
+			type poolNeeds struct {
+				needs []int
+				kept  bool
+			}
+			pools := []poolNeeds{{a.NeedDecode, tc.want.decodeNeeds}}
+			if !tc.agg { // an aggregated deployment has no prefill pool
+				pools = append(pools, poolNeeds{a.NeedPrefill, tc.want.prefillNeeds})
+			}
+			for _, pool := range pools {
+				require.Len(t, pool.needs, len(a.Count), "aligned with the history again")
+				require.Equal(t, pool.kept, pool.needs[0] == 9, "what the first bucket needed: %v", pool.needs)
+			}
 			require.Equal(t, before.Count[0], a.Count[0], "the traffic history is kept")
-			require.Equal(t, before.ExcessWait > 0, a.ExcessWait > 0, "the excess wait is kept")
+			require.Positive(t, a.ExcessWait, "the excess wait is kept")
 		})
 	}
 }

@@ -853,10 +853,10 @@ func TestAhead_BurstyHold(t *testing.T) {
 
 func TestAheadState_ForecastMiss(t *testing.T) {
 	const lead, interval = 65.0, 5.0 // a horizon of 70 s: 3 buckets of 30 s
-	// history is 40 buckets at 10 req/s (the newest incomplete), with the forecast made in
-	// each set by forecastAt (bucket index → rate; 0: none). The misses measured are those of
-	// buckets 13–35: their lead times have passed (bucket 38 is the newest complete one), and
-	// within 10 lead times (22 buckets) of it.
+	// history is 40 buckets at 10 req/s, with the forecast made in each set by forecastAt
+	// (bucket index → rate; 0: none). The newest bucket (39) is not counted, as it may be
+	// incomplete; the misses measured are those of buckets 13–35: their 3-bucket lead times
+	// end by bucket 38, and they go back 10 lead times (22 buckets) from bucket 35.
 	history := func(forecastAt func(b int) float64) *AheadState {
 		a := &AheadState{BucketS: 30}
 		for now := 5.0; now <= 40*30; now += 5 {
@@ -897,6 +897,18 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 			require.Equal(t, tc.windows, windows)
 		})
 	}
+
+	// Trimmed to the history's 120 buckets, the forecasts stay aligned with the buckets.
+	long := &AheadState{BucketS: 30}
+	for now := 5.0; now <= 130*30; now += 5 {
+		long.record(now, 5, 50, 3000, 300)
+		long.recordForecast(8)
+	}
+	require.Len(t, long.Count, AheadHistoryBuckets)
+	require.Len(t, long.Forecast, AheadHistoryBuckets)
+	miss, windows := long.forecastMiss(lead, interval)
+	require.InDelta(t, 2, miss, 1e-9)
+	require.Equal(t, 23, windows)
 
 	// The forecast adds its misses unless it follows a period (which adds its own).
 	a := history(func(int) float64 { return 8 })
