@@ -470,9 +470,8 @@ func (a *AheadState) recordForecast(rate float64) {
 // sorted); and how many were. A forecast is meant to be exceeded one time in ten; one
 // exceeded more often — a convex rise the trend lags, a burst pattern the spread misses — is
 // raised by what its misses say, in the spirit of a conformal interval calibrated on its own
-// errors. Only the rises count: a forecast that
-// is exceeded less often is not lowered (its margins also cover bursts within the buckets,
-// which the bucket rates do not show).
+// errors. Only the rises count: a forecast that is exceeded less often is not lowered (its
+// margins also cover bursts within the buckets, which the bucket rates do not show).
 func (a *AheadState) forecastMiss(lead, interval float64) (float64, int) {
 	horizon := lead + math.Max(a.BucketS, 2*interval)/2
 	h := max(1, int(math.Ceil(horizon/a.BucketS)))

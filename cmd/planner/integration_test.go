@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -205,9 +206,15 @@ func TestWorkerStartAndOperatorCommands(t *testing.T) {
 		return string(b)
 	}
 	require.Equal(t, "ok\n", get("/healthz"))
-	metrics := get("/metrics")
+	// The planner's series are refreshed from its state asynchronously (at its ticks and on
+	// a timer): wait for the load loop's decision to show rather than read once.
+	scaleUp := regexp.MustCompile(`dynamo_planner_load_scaling_decision\{[^}]*dynamo_planner_load_scaling_decision="scale_up"[^}]*\} 1`)
+	var metrics string
+	eventually(t, "the load loop's scale_up decision in /metrics", func() bool {
+		metrics = get("/metrics")
+		return scaleUp.MatchString(metrics)
+	})
 	require.Regexp(t, `dynamo_planner_num_decode_replicas\{[^}]*deployment="planner/prod/llama"[^}]*\} 1`, metrics)
-	require.Regexp(t, `dynamo_planner_load_scaling_decision\{[^}]*dynamo_planner_load_scaling_decision="scale_up"[^}]*\} 1`, metrics)
 	require.Contains(t, metrics, "temporal_workflow_task_execution_latency_seconds_bucket")
 	require.Contains(t, metrics, `temporal_activity_execution_latency_seconds_count{activity_type="Apply"`)
 
