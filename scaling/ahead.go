@@ -382,7 +382,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 	}
 	rise := 0.0 // the trend's rise from the level to the end of the lead time
-	horizon := lead + math.Max(a.BucketS, 2*interval)/2
+	horizon := a.horizon(lead, interval)
 	if len(xs) >= 3 {
 		tf := fitTrend(xs, ys)
 		f.Slope = tf.slope / a.BucketS
@@ -451,6 +451,13 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	return f, true
 }
 
+// horizon is how far ahead of the level the forecast reaches, in seconds: the lead time, plus
+// half the window the level is measured over (max(a bucket, two intervals)), which the level
+// is that old on average.
+func (a *AheadState) horizon(lead, interval float64) float64 {
+	return lead + math.Max(a.BucketS, 2*interval)/2
+}
+
 // recordForecast notes the demand rate the forecast gave at this tick, before its own misses
 // were added, as the newest bucket's (its last tick's stands).
 func (a *AheadState) recordForecast(rate float64) {
@@ -473,8 +480,7 @@ func (a *AheadState) recordForecast(rate float64) {
 // errors. Only the rises count: a forecast that is exceeded less often is not lowered (its
 // margins also cover bursts within the buckets, which the bucket rates do not show).
 func (a *AheadState) forecastMiss(lead, interval float64) (float64, int) {
-	horizon := lead + math.Max(a.BucketS, 2*interval)/2
-	h := max(1, int(math.Ceil(horizon/a.BucketS)))
+	h := max(1, int(math.Ceil(a.horizon(lead, interval)/a.BucketS)))
 	back := max(1, int(math.Ceil(aheadMissLeads*lead/a.BucketS)))
 	newest := len(a.Count) - 2 // the newest bucket may be incomplete: not counted
 	var miss []float64
