@@ -21,7 +21,7 @@ const (
 	// at the deployment's own time scale.
 	AheadMaxBucketSeconds = 60
 	// AheadHistoryBuckets bounds the history: 120 buckets (an hour of 30 s buckets), so
-	// periods up to 60 buckets are detected (two periods are needed).
+	// periods up to 80 buckets are detected (one and a half periods are needed).
 	AheadHistoryBuckets = 120
 	// aheadTrendBuckets is the shortest window the trend is fitted over, in buckets (at
 	// least twice the lead time).
@@ -42,6 +42,9 @@ const (
 	// which it replaces the trend.
 	aheadMinSeasonalCorrelation = 0.5
 	aheadTrustedCorrelation     = 0.8
+	// aheadMinShortOverlap is the fewest bucket pairs a lag measured over less than a period
+	// of overlap (one and a half to two periods of history) needs to be a period.
+	aheadMinShortOverlap = 8
 	// aheadExcessWeight is the weight of one interval's observation in the running excess
 	// wait (about 20 intervals' memory).
 	aheadExcessWeight = 0.05
@@ -412,7 +415,9 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		f.PeriodS, f.Correlation = float64(period)*a.BucketS, acf
 		// The last period's level against the one before it: how the pattern has grown.
 		scale := 1.0
-		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 {
+		// Only over two whole periods: part of one, as one and a half periods of history
+		// leave, has the mean of the phases it holds, which a lag a bucket off shifts.
+		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 && last-2*period+1 >= 0 {
 			scale = math.Min(2, math.Max(0.5, cur/prev))
 		}
 		// Trusted: as correlated over the history as over its last period.
@@ -643,9 +648,14 @@ func (a *AheadState) rateOver(from, to int) float64 {
 	return n / cov
 }
 
-// period finds the history's dominant period in buckets: the lag (two periods at least in
-// the history, 4 buckets at least) of the highest autocorrelation, when it reaches
-// aheadMinSeasonalCorrelation, with the number of bucket pairs it was measured over.
+// period finds the history's dominant period in buckets: the lag (4 buckets at least) of the
+// highest autocorrelation, when it reaches aheadMinSeasonalCorrelation, with the number of
+// bucket pairs it was measured over. A lag needs two periods of history, or one and a half
+// when the correlation over the pairs it has — at least aheadMinShortOverlap — is already
+// one a period is followed on (correlationLowerBound reaches aheadTrustedCorrelation): a
+// clear period is followed half a period sooner, and a high correlation over a short overlap,
+// which a bursty trace's lags give by chance, is never read as a period to raise the forecast
+// to.
 func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 	n := len(a.Count)
 	rates := make([]float64, n)
@@ -672,7 +682,7 @@ func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 		return 0, 0, 0, false
 	}
 	best, bestLag, bestPairs := aheadMinSeasonalCorrelation, 0, 0
-	for lag := 4; lag <= n/2; lag++ {
+	for lag := 4; 2*(n-lag) >= lag; lag++ {
 		var num float64
 		pairs := 0
 		for i := 0; i+lag < n; i++ {
@@ -682,11 +692,14 @@ func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 			num += (rates[i] - mean) * (rates[i+lag] - mean)
 			pairs++
 		}
-		if pairs < lag {
+		if 2*pairs < lag || pairs == 0 {
 			continue
 		}
 		// Scaled to the full series, so short overlaps are not favoured.
 		acf := num / denom * float64(m) / float64(pairs)
+		if pairs < lag && (pairs < aheadMinShortOverlap || correlationLowerBound(acf, pairs) < aheadTrustedCorrelation) {
+			continue
+		}
 		if acf > best {
 			best, bestLag, bestPairs = acf, lag, pairs
 		}

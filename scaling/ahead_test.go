@@ -681,6 +681,82 @@ func TestAheadState_ShortHistoryPeriodNotFollowed(t *testing.T) {
 	require.True(t, f.Trusted, "r %.2f", f.Correlation)
 }
 
+// TestAheadState_PeriodAfterOneAndAHalf: a clear period is followed once one and a half
+// periods are in the history, half a period sooner than two; a lag measured over less than a
+// period of overlap must already reach the trusted correlation over its pairs, so a noisy
+// repeat found that early is not a period to raise the forecast to.
+func TestAheadState_PeriodAfterOneAndAHalf(t *testing.T) {
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	// A repeat of a 20-bucket pattern under noise as large as the pattern itself.
+	noise := []float64{9, -7, 11, -12, 4, -9, 13, 2, -11, 8, -5, 12, -10, 6, -13, 10, -3, 7, -8, 5}
+	noisy := func(t float64) float64 {
+		i := int(t / 30)
+		return math.Max(0, wave(t)+noise[(i*7+i/20)%len(noise)])
+	}
+	tests := []struct {
+		name    string
+		rate    func(t float64) float64
+		until   float64
+		period  bool // the 600 s lag is a period
+		trusted bool
+	}{
+		{"a clean period after one and a half periods", wave, 900, true, true},
+		{"not before", wave, 780, false, false},
+		{"a noisy repeat after one and a half periods is not read as a period", noisy, 900, false, false},
+		{"the same noisy repeat after two periods is, not followed", noisy, 1200, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := AheadState{BucketS: 30}
+			feed(&a, tc.until, tc.rate)
+			lag, acf, pairs, ok := a.period()
+			if !tc.period {
+				require.False(t, ok && 2*lag > len(a.Count), "lag %d, r %.2f over %d pairs", lag, acf, pairs)
+				return
+			}
+			require.True(t, ok)
+			require.InDelta(t, 20, lag, 2, "r %.2f over %d pairs", acf, pairs)
+			f, ok := a.forecast(65, 5)
+			require.True(t, ok)
+			require.Equal(t, tc.trusted, f.Trusted, "r %.2f over %d pairs", acf, pairs)
+		})
+	}
+}
+
+// TestAheadState_SeasonalScaleWholePeriods: how the pattern has grown is measured over two
+// whole periods; with one and a half in the history the period before is only partly there,
+// and its mean depends on which phases it holds, so the rate a period ago is taken as it was.
+func TestAheadState_SeasonalScaleWholePeriods(t *testing.T) {
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	grown := func(t float64) float64 {
+		if t >= 600 {
+			return 1.2 * wave(t)
+		}
+		return wave(t)
+	}
+	for _, until := range []float64{900, 1500} {
+		a := AheadState{BucketS: 30}
+		feed(&a, until, grown)
+		lag, _, _, ok := a.period()
+		require.True(t, ok)
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		from, to := a.bucketsAhead(65)
+		if !f.Trusted {
+			to++
+		}
+		top, last := 0.0, len(a.Count)-1 // the lead time's buckets a period ago
+		for h := from; h <= to; h++ {
+			top = math.Max(top, a.rate(last-lag+h))
+		}
+		if until == 900 {
+			require.InDelta(t, top, f.Seasonal, 1e-9, "one and a half periods: no growth measured")
+		} else {
+			require.Greater(t, f.Seasonal, 1.05*top, "two whole periods, the second grown: scaled up")
+		}
+	}
+}
+
 func TestAheadState_ForecastFollowsTrustedPeriod(t *testing.T) {
 	// Past the peak of a clean sinusoid the followed period says the rate falls: the
 	// forecast is below the level (the newest bucket's rate), which the trend never goes
