@@ -132,6 +132,9 @@ type AheadState struct {
 	// model says (0: never seen). It relaxes by up to aheadEdgeRelax per interval
 	// (learnDecodeEdge).
 	DecodeEdgeRPS float64 `json:"decode_edge_rps,omitempty"`
+	// ReadyDecode is the ready decode engines at the last tick (0: not known): the engines
+	// ready for the whole interval since are the fewer of it and those ready now.
+	ReadyDecode int `json:"ready_decode,omitempty"`
 	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
 	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
 	// the decode batch is never sized below what they demonstrate.
@@ -791,6 +794,7 @@ func (t *tick) ahead() Decision {
 	}
 	t.measureStartup()
 	t.learnDecodeShown()
+	t.readyDBefore, a.ReadyDecode = a.ReadyDecode, t.current(Decode)
 
 	tr := t.in.Traffic
 	switch {
@@ -1098,7 +1102,15 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	// Only when the arrivals are about Poisson: a burst, not the engines, may have raised the
 	// ITL otherwise.
 	calm := f.Burst <= aheadCalmBurst*f.Level && a.unsteadiness(f.Level, t.p.loadI, lead) <= aheadCalmBurst*f.Level
-	if ready := t.current(Decode); calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
+	// Per engine ready for the whole interval: one that became ready during it served only
+	// part of it, while the engine that was alone under a rise drained its backlog at a high
+	// ITL (rr-5-45 at a 30 s startup read 7.5 req/s per engine at 120 s, where the second
+	// engine became ready, and 6.6 at 725 s; the model says 12.4).
+	ready := t.current(Decode)
+	if t.readyDBefore > 0 {
+		ready = min(ready, t.readyDBefore)
+	}
+	if calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
 		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)
 		if edge := rate / float64(ready); a.DecodeEdgeRPS == 0 || edge < a.DecodeEdgeRPS {
 			a.DecodeEdgeRPS = edge

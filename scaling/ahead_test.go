@@ -996,6 +996,38 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 	require.InDelta(t, f.Level+2, f.Rate, 1e-9, "a steady rate: the level and its misses")
 }
 
+// TestAhead_DecodeEdgePerWholeIntervalEngine: an ITL near the SLA teaches the rate per decode
+// engine ready for the whole interval: one that became ready during it served only part of
+// it, while the engine that was alone under a rise drained its backlog.
+func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
+	p, st := aheadPlanner(t)
+	tests := []struct {
+		name   string
+		before int // ready decode engines at the last tick (0: unknown)
+		want   float64
+	}{
+		{"the second engine became ready during the interval", 1, 20},
+		{"both ready all along", 2, 10},
+		{"not known: the engines ready now", 0, 10},
+		{"one went away during it: the two that stayed", 3, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st2 := st
+			st2.Ahead = st.Ahead.clone()
+			in := aheadInput(5, 2, 2, 2, 2, 20)
+			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
+			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
+				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: tc.before}
+			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20}, 65), 1e-9)
+		})
+	}
+	// Each tick records the ready decode engines for the next.
+	next, _, _, err := p.Decide(st, aheadInput(5, 1, 3, 1, 3, 10))
+	require.NoError(t, err)
+	require.Equal(t, 3, next.Ahead.ReadyDecode)
+}
+
 func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
 	p, st := aheadPlanner(t)
 	// An edge of 10 req/s per engine, 4 ready decode engines, no ITL reading (nothing to

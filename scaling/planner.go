@@ -368,6 +368,8 @@ type tick struct {
 	expectedP, expectedD *int
 	inProgP, inProgD     bool
 	countsKnown          bool
+	// readyDBefore is the ready decode engines at the ahead policy's last tick (0: unknown).
+	readyDBefore int
 
 	prefill, decode, agg *perf.EngineModel
 
