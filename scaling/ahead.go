@@ -71,6 +71,9 @@ const (
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
+	// aheadMinContextRequests is the fewest decode requests the FPMs of a tick must show for
+	// their mean context to size the decode batch.
+	aheadMinContextRequests = 8
 	// aheadBurstyExcess is the burst excess, as a share of the level, over which arrivals
 	// count as bursty (bursts over twice the level: on/off traffic, as the Azure code
 	// trace's, not a smooth rate's noise), and aheadBurstHoldLeads how many lead times a
@@ -972,11 +975,23 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// The slowest estimate of the lead time, but never below a batch the engines ran within
 	// the SLA at the sizing context: a refit on one burst's iterations can swing far below it.
 	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
-	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
-	source := "at the ITL SLA"
-	b, source = t.profileDecodeCap(b, ctx, source)
-	if shown := aheadShownShare * shownBatch(t.st.Ahead.DecodeShown, ctx); shown > b {
-		b, source = shown, fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA (the perf model says %.0f)", 100*aheadShownShare, b)
+	modelled := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
+	batchAt := func(ctx float64) (float64, string) {
+		b, source := t.profileDecodeCap(modelled, ctx, "at the ITL SLA")
+		if shown := aheadShownShare * shownBatch(t.st.Ahead.DecodeShown, ctx); shown > b {
+			b, source = shown, fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA (the perf model says %.0f)", 100*aheadShownShare, b)
+		}
+		return b, source
+	}
+	b, source := batchAt(ctx)
+	// The requests on the engines hold more context than ISL + OSL/2 when the output lengths
+	// vary: the long ones stay longer (the ServeGen cases' exponential lengths, 360/290, hold
+	// about 650 tokens on average, not 505). The batch is the smaller of the two contexts'
+	// (the profile's interpolated surface need not fall with the context).
+	if held, ok := t.decodeContextHeld(); ok && held > ctx {
+		if bh, sh := batchAt(held); bh < b {
+			b, source = bh, fmt.Sprintf("%s, at the %.0f-token context the engines hold", sh, held)
+		}
 	}
 	z := aheadDecodeSpreadZ
 	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
@@ -1117,6 +1132,29 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 		}
 	}
 	return a.DecodeEdgeRPS
+}
+
+// decodeContextHeld is the mean context of the decode requests the engines hold, from this
+// tick's FPMs (the latest and the samples: their KV tokens over their requests), when they
+// show at least aheadMinContextRequests requests.
+func (t *tick) decodeContextHeld() (float64, bool) {
+	if t.in.FPM == nil {
+		return 0, false
+	}
+	var n, kv float64
+	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
+		for _, f := range fs {
+			if f.Version != perf.FPMVersion || f.Scheduled.NumDecodeRequests <= 0 || f.Scheduled.SumDecodeKVTokens < 0 {
+				continue
+			}
+			n += float64(f.Scheduled.NumDecodeRequests)
+			kv += float64(f.Scheduled.SumDecodeKVTokens)
+		}
+	}
+	if n < aheadMinContextRequests || !finite(kv/n) {
+		return 0, false
+	}
+	return kv / n, true
 }
 
 // window appends v to the per-tick history h, keeps the last lead time of it and returns it.

@@ -1028,6 +1028,60 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 	require.Equal(t, 3, next.Ahead.ReadyDecode)
 }
 
+// TestAhead_DecodeContextHeld: the decode batch is sized at the context the engines hold when
+// it is longer than ISL + OSL/2 (varied output lengths: the long ones stay longer), read from
+// the tick's FPMs with enough requests in them.
+func TestAhead_DecodeContextHeld(t *testing.T) {
+	p, st := aheadPlanner(t)
+	engine := func(requests, kv int64) perf.FPM {
+		return perf.FPM{Version: perf.FPMVersion, WallTime: 0.008,
+			Scheduled: perf.ScheduledRequests{NumDecodeRequests: requests, SumDecodeKVTokens: kv}}
+	}
+	tests := []struct {
+		name    string
+		latest  []perf.FPM
+		samples []perf.FPM
+		want    float64
+		ok      bool
+	}{
+		{"two engines and a sample", []perf.FPM{engine(10, 6000), engine(6, 4200)}, []perf.FPM{engine(4, 1800)}, 600, true},
+		{"too few requests to say", []perf.FPM{engine(3, 3000), engine(4, 4000)}, nil, 0, false},
+		{"idle engines", []perf.FPM{engine(0, 0)}, nil, 0, false},
+		{"a bad FPM is skipped", []perf.FPM{engine(10, 6000), engine(50, -1)}, nil, 600, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := aheadInput(5, 2, 2, 2, 2, 20)
+			in.FPM.Decode, in.FPM.DecodeSamples = tc.latest, tc.samples
+			tk := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}}
+			held, ok := tk.decodeContextHeld()
+			require.Equal(t, tc.ok, ok)
+			require.InDelta(t, tc.want, held, 1e-9)
+		})
+	}
+	// Sized at 40 req/s (ISL 3000, OSL 300: 3150 tokens): engines holding 9000-token contexts
+	// fit fewer requests per engine (heartbeats: the engines' state, which neither refits the
+	// perf model nor shows a batch).
+	perEngine := func(fpm []perf.FPM) float64 {
+		st := st
+		var diag Diagnostics
+		for i := range 6 {
+			in := aheadInput(float64(5*(i+1)), 4, 4, 4, 4, 40)
+			if i == 5 {
+				in.FPM.Decode = fpm
+			}
+			var err error
+			st, _, diag, err = p.Decide(st, in)
+			require.NoError(t, err)
+		}
+		require.NotNil(t, diag.EngineRPSDecode, diag.Notes)
+		return *diag.EngineRPSDecode
+	}
+	state := func(kv int64) perf.FPM { f := engine(10, kv); f.WallTime = 0; return f }
+	require.Less(t, perEngine([]perf.FPM{state(90000)}), perEngine(nil))
+	require.InDelta(t, perEngine(nil), perEngine([]perf.FPM{state(20000)}), 1e-9, "a shorter context held than ISL + OSL/2 changes nothing")
+}
+
 func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
 	p, st := aheadPlanner(t)
 	// An edge of 10 req/s per engine, 4 ready decode engines, no ITL reading (nothing to
