@@ -66,8 +66,8 @@ const (
 	// count as steady enough to learn the decode edge rate from.
 	aheadCalmBurst = 0.1
 	// aheadEdgeRelax is how fast the learned decode edge rate relaxes upwards, per interval,
-	// while the ready pool runs at the edge (doubles in about 140 such intervals); in
-	// proportion to the load per engine against the edge below it.
+	// while the ready pool runs at the edge (doubles in about 140 such intervals); less below
+	// it, and not at all below half of it.
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
@@ -656,12 +656,12 @@ func (a *AheadState) rateOver(from, to int) float64 {
 
 // period finds the history's dominant period in buckets: the lag (4 buckets at least) of the
 // highest autocorrelation, when it reaches aheadMinSeasonalCorrelation, with the number of
-// bucket pairs it was measured over. A lag needs two periods of history, or one and a half
-// when the correlation over the pairs it has — at least aheadMinShortOverlap — is already
-// one a period is followed on (correlationLowerBound reaches aheadTrustedCorrelation): a
-// clear period is followed half a period sooner, and a high correlation over a short overlap,
-// which a bursty trace's lags give by chance, is never read as a period to raise the forecast
-// to.
+// bucket pairs it was measured over. A lag needs as many pairs of observed buckets as itself
+// (two periods of history), or half as many when the correlation of the pairs it has — at
+// least aheadMinShortOverlap, with any one of them left out — is already one a period is
+// followed on (correlationLowerBound reaches aheadTrustedCorrelation): a clear period is
+// followed half a period sooner, and a high correlation over a short overlap, which a
+// bursty trace's lags give by chance, is never read as a period to raise the forecast to.
 func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 	n := len(a.Count)
 	rates := make([]float64, n)
@@ -688,29 +688,68 @@ func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 		return 0, 0, 0, false
 	}
 	best, bestLag, bestPairs := aheadMinSeasonalCorrelation, 0, 0
+	var xs, ys []float64
 	for lag := 4; 2*(n-lag) >= lag; lag++ {
 		var num float64
-		pairs := 0
+		xs, ys = xs[:0], ys[:0]
 		for i := 0; i+lag < n; i++ {
 			if math.IsNaN(rates[i]) || math.IsNaN(rates[i+lag]) {
 				continue
 			}
 			num += (rates[i] - mean) * (rates[i+lag] - mean)
-			pairs++
+			xs, ys = append(xs, rates[i]), append(ys, rates[i+lag])
 		}
-		if 2*pairs < lag || pairs == 0 {
+		pairs := len(xs)
+		if 2*pairs < lag {
 			continue
 		}
 		// Scaled to the full series, so short overlaps are not favoured.
 		acf := num / denom * float64(m) / float64(pairs)
-		if pairs < lag && (pairs < aheadMinShortOverlap || correlationLowerBound(acf, pairs) < aheadTrustedCorrelation) {
-			continue
+		if pairs < lag {
+			// Less than a period of pairs: the pairs' own correlation, with any one of them
+			// left out (two bursts a lag apart are one pair, not a period), must already be
+			// one a period is followed on; and it is what the lag is compared by (the scaled
+			// autocorrelation of a short overlap can pass 1).
+			r := leaveOneOutCorrelation(xs, ys)
+			if pairs < aheadMinShortOverlap || correlationLowerBound(r, pairs-1) < aheadTrustedCorrelation {
+				continue
+			}
+			acf = math.Min(acf, r)
 		}
 		if acf > best {
 			best, bestLag, bestPairs = acf, lag, pairs
 		}
 	}
 	return bestLag, best, bestPairs, bestLag > 0
+}
+
+// leaveOneOutCorrelation is the smallest Pearson correlation of the pairs (xs[i], ys[i]) with
+// any one pair left out (0 when a remainder does not vary, or with fewer than 3 pairs): a
+// correlation that does not rest on a single pair.
+func leaveOneOutCorrelation(xs, ys []float64) float64 {
+	n := len(xs)
+	if n < 3 || len(ys) != n {
+		return 0
+	}
+	var sx, sy, sxx, syy, sxy float64
+	for i := range xs {
+		sx, sy = sx+xs[i], sy+ys[i]
+		sxx, syy, sxy = sxx+xs[i]*xs[i], syy+ys[i]*ys[i], sxy+xs[i]*ys[i]
+	}
+	k := float64(n - 1)
+	lowest := math.Inf(1)
+	for i := range xs {
+		x, y := sx-xs[i], sy-ys[i]
+		vx := (sxx - xs[i]*xs[i]) - x*x/k
+		vy := (syy - ys[i]*ys[i]) - y*y/k
+		cov := (sxy - xs[i]*ys[i]) - x*y/k
+		r := 0.0
+		if vx > 1e-12*math.Max(1, sxx) && vy > 1e-12*math.Max(1, syy) {
+			r = cov / math.Sqrt(vx*vy)
+		}
+		lowest = math.Min(lowest, r)
+	}
+	return lowest
 }
 
 // correlationLowerBound is the lower end of the one-sided aheadQuantileZ (90%) confidence
@@ -792,12 +831,13 @@ func (t *tick) ahead() Decision {
 		return Decision{}
 	}
 	t.forgetOtherSLA()
+	t.readyDBefore, a.ReadyDecode = a.ReadyDecode, 0 // 0: not known at this tick
 	if !t.countsKnown {
 		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
 	}
+	a.ReadyDecode = t.current(Decode)
 	t.measureStartup()
 	t.learnDecodeShown()
-	t.readyDBefore, a.ReadyDecode = a.ReadyDecode, t.current(Decode)
 
 	tr := t.in.Traffic
 	switch {
@@ -1104,14 +1144,15 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2 float64) float64 {
 // relaxed upwards) and returns it (0: never seen). The relaxation lets engines that got
 // faster, or an edge read low, be found again: sized at the edge, a pool that does better
 // than it keeps its ITL under the watch and probes a little further each interval. A pool
-// running far below the edge tests nothing, so the edge relaxes by aheadEdgeRelax times
-// the ready pool's load per engine against it (at most 1): on rr-5-45-agg an edge relaxed
-// on time alone went from 4.9 to 6.6 req/s per engine through the trough, and the next rise
-// overloaded aggregated engines that could take about 5 (this way it is at 5.5 there).
+// running below half the edge tests nothing, so the edge relaxes by aheadEdgeRelax times
+// twice the ready pool's load per engine against it less one (0 at half the edge, the full
+// step at the edge): on rr-5-45-agg an edge relaxed on time alone went from 4.9 to 6.6 req/s
+// per engine through the trough, and the next rise overloaded aggregated engines that could
+// take about 5; relaxed in proportion to the load it still went from 5.4 to 6.1.
 func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	a := t.st.Ahead
 	if ready := t.current(Decode); a.DecodeEdgeRPS > 0 && ready > 0 && f.Level > 0 {
-		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax*math.Min(1, f.Level/float64(ready)/a.DecodeEdgeRPS)
+		a.DecodeEdgeRPS *= 1 + aheadEdgeRelax*math.Max(0, math.Min(1, 2*f.Level/float64(ready)/a.DecodeEdgeRPS-1))
 	}
 	tr := t.in.Traffic
 	// Only when the arrivals are about Poisson: a burst, not the engines, may have raised the
