@@ -135,9 +135,12 @@ type AheadState struct {
 	// model says (0: never seen). It relaxes by up to aheadEdgeRelax per interval
 	// (learnDecodeEdge).
 	DecodeEdgeRPS float64 `json:"decode_edge_rps,omitempty"`
-	// ReadyDecode is the ready decode engines at the last tick (0: not known): the engines
-	// ready for the whole interval since are the fewer of it and those ready now.
-	ReadyDecode int `json:"ready_decode,omitempty"`
+	// ReadyDecode is the ready decode engines at the last tick (0: not known) and
+	// ReadyDecodeAt when that was: the engines ready for the whole interval since are the
+	// fewer of it and those ready now, when it was one interval ago (not after ticks of
+	// another policy, or missed ones).
+	ReadyDecode   int     `json:"ready_decode,omitempty"`
+	ReadyDecodeAt float64 `json:"ready_decode_at,omitempty"`
 	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
 	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
 	// the decode batch is never sized below what they demonstrate.
@@ -831,7 +834,10 @@ func (t *tick) ahead() Decision {
 		return Decision{}
 	}
 	t.forgetOtherSLA()
-	t.readyDBefore, a.ReadyDecode = a.ReadyDecode, 0 // 0: not known at this tick
+	if a.ReadyDecode > 0 && t.in.Now-a.ReadyDecodeAt <= 1.5*t.p.loadI {
+		t.readyDBefore = a.ReadyDecode
+	}
+	a.ReadyDecode, a.ReadyDecodeAt = 0, t.in.Now // 0: not known at this tick
 	if !t.countsKnown {
 		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
 	}

@@ -1057,6 +1057,24 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 	next, _, _, err = p.Decide(next, blind)
 	require.NoError(t, err)
 	require.Zero(t, next.Ahead.ReadyDecode)
+	// Only the tick one interval before counts as the last: after missed ticks (or another
+	// policy's) the engines ready now are all there is to go by.
+	fresh := st
+	fresh.Ahead = st.Ahead.clone()
+	fresh.Ahead.ReadyDecode, fresh.Ahead.ReadyDecodeAt = 1, 5
+	for _, tc := range []struct {
+		now  float64
+		want int
+	}{{10, 1}, {60, 0}} {
+		tk := &tick{p: p, st: &fresh, in: aheadInput(tc.now, 1, 2, 1, 2, 10), diag: &Diagnostics{}, readyP: 1, readyD: 2,
+			expectedP: ptr(1), expectedD: ptr(2), countsKnown: true}
+		st2 := fresh
+		st2.Ahead = fresh.Ahead.clone()
+		tk.st = &st2
+		tk.ahead()
+		require.Equal(t, tc.want, tk.readyDBefore, "at %v s", tc.now)
+		require.Equal(t, 2, st2.Ahead.ReadyDecode)
+	}
 }
 
 // TestAhead_DecodeContextHeld: the decode batch is sized at the context the engines hold when
