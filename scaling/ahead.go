@@ -426,8 +426,10 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		scale := 1.0
 		// Only over two whole periods: part of one, as one and a half periods of history
 		// leave, has the mean of the phases it holds, which a lag a bucket off shifts.
-		if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 && last-2*period+1 >= 0 {
-			scale = math.Min(2, math.Max(0.5, cur/prev))
+		if last-2*period+1 >= 0 {
+			if prev, cur := a.rateOver(last-2*period+1, last-period), a.rateOver(last-period+1, last); prev > 0 {
+				scale = math.Min(2, math.Max(0.5, cur/prev))
+			}
 		}
 		// Trusted: as correlated over the history as over its last period.
 		spread, recent := a.seasonalFit(period, scale)
