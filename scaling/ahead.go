@@ -71,6 +71,11 @@ const (
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
+	// aheadShiftPrompts is the fewest prompts of the level window whose mean length may
+	// replace the aheadLengthSeconds mean, and aheadShiftZ how many standard errors of that
+	// mean (the prompts' own spread over their number) it must be longer by (promptShift).
+	aheadShiftPrompts = 30
+	aheadShiftZ       = 2
 	// aheadMinContextRequests is the fewest decode requests the FPMs of a tick must show for
 	// their mean context to size the decode batch.
 	aheadMinContextRequests = 8
@@ -373,7 +378,7 @@ type Forecast struct {
 // forecast predicts the request rate over the next lead seconds from the history.
 func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	var f Forecast
-	n, isl, osl, cov := a.recent(math.Max(a.BucketS, 2*interval))
+	n, isl, osl, cov := a.recent(a.levelWindow(interval))
 	if cov <= 0 {
 		return f, false
 	}
@@ -467,11 +472,17 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	return f, true
 }
 
+// levelWindow is the span the level (the current rate) is measured over: a bucket, and at
+// least two intervals.
+func (a *AheadState) levelWindow(interval float64) float64 {
+	return math.Max(a.BucketS, 2*interval)
+}
+
 // horizon is how far ahead of the level the forecast reaches, in seconds: the lead time, plus
 // half the window the level is measured over (max(a bucket, two intervals)), which the level
 // is that old on average.
 func (a *AheadState) horizon(lead, interval float64) float64 {
-	return lead + math.Max(a.BucketS, 2*interval)/2
+	return lead + a.levelWindow(interval)/2
 }
 
 // recordForecast notes the demand rate the forecast gave at this tick, before its own misses
@@ -869,6 +880,11 @@ func (t *tick) ahead() Decision {
 	if f.ISL == 0 && t.st.LastISL != nil {
 		f.ISL, f.OSL = *t.st.LastISL, *t.st.LastOSL
 	}
+	lengths := fmt.Sprintf("ISL %.0f OSL %.0f", f.ISL, f.OSL)
+	if isl, ok := t.promptShift(f.ISL); ok {
+		lengths = fmt.Sprintf("ISL %.0f (the newest %.0f s; %.0f over %d s) OSL %.0f", isl, a.levelWindow(t.p.loadI), f.ISL, aheadLengthSeconds, f.OSL)
+		f.ISL = isl
+	}
 	d.PredictedNumReq = ptr(f.Rate * t.p.loadI)
 	d.PredictedISL, d.PredictedOSL = ptr(f.ISL), ptr(f.OSL)
 
@@ -884,7 +900,7 @@ func (t *tick) ahead() Decision {
 	if f.Missed > 0 {
 		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
 	}
-	why[0] += fmt.Sprintf("), ISL %.0f OSL %.0f", f.ISL, f.OSL)
+	why[0] += "), " + lengths
 	for _, c := range t.pools() {
 		n, note, ok := t.aheadSize(c, f, lead)
 		if !ok {
@@ -1127,6 +1143,29 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 		return math.Min(4, v)
 	}
 	return 4 // a variance past float64: as spread as the cap
+}
+
+// promptShift is the mean prompt length of the level window (levelWindow) when it holds at
+// least aheadShiftPrompts prompts and is longer than isl, the aheadLengthSeconds mean, by more
+// than aheadShiftZ standard errors (the prompts' spread, promptSpread, over their number); ok
+// is false otherwise. Prompts that got longer load the prefill at once, while a five-minute
+// mean follows them over minutes: a Mooncake synthetic window at 6.2× went from prompts of
+// about 3,400 tokens to ones whose decode context reached 11,000 at an unchanged request rate,
+// and its prefill pool, sized for the slow mean, lost the TTFT of most of the next minute's
+// requests. Only longer prompts count, as the trend's rise does: shorter ones wait for the
+// slow mean (no scale-down on a window's noise).
+func (t *tick) promptShift(isl float64) (float64, bool) {
+	a := t.st.Ahead
+	n, sum, _, _ := a.recent(a.levelWindow(t.p.loadI))
+	if n < aheadShiftPrompts || !(isl > 0) || !finite(isl) || !finite(sum) {
+		return 0, false
+	}
+	recent := sum / n
+	cs2 := t.promptSpread(t.promptPool(), isl)
+	if recent-isl > aheadShiftZ*isl*math.Sqrt(cs2/n) {
+		return recent, true
+	}
+	return 0, false
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped

@@ -1161,3 +1161,79 @@ func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestAhead_PromptShift: the newest prompts' mean length replaces the five-minute mean when
+// they are longer beyond their noise, so a jump in prompt lengths sizes the prefill at once.
+func TestAhead_PromptShift(t *testing.T) {
+	p, st := aheadPlanner(t)
+	history := func(rate, isl, last float64, fpm *FPMObservations) *tick {
+		a := &AheadState{BucketS: 30}
+		for now := 5.0; now <= 270; now += 5 {
+			a.record(now, 5, rate*5, 3000, 300)
+		}
+		for now := 275.0; now <= 300; now += 5 {
+			a.record(now, 5, rate*5, last, 300)
+		}
+		s := st
+		s.Ahead = a
+		return &tick{p: p, st: &s, in: Input{FPM: fpm}, diag: &Diagnostics{}}
+	}
+	slow := func(tk *tick) float64 {
+		n, sum, _, _ := tk.st.Ahead.recent(aheadLengthSeconds)
+		return sum / n
+	}
+	spread := &FPMObservations{Prefill: []perf.FPM{{Version: perf.FPMVersion,
+		Scheduled: perf.ScheduledRequests{NumPrefillRequests: 1000, VarPrefillLength: 4 * 3000 * 3000}}}}
+	tests := []struct {
+		name   string
+		tk     *tick
+		want   float64
+		ok     bool
+		reason string
+	}{
+		{"longer prompts", history(14, 3000, 9000, nil), 9000, true, "the newest 30 s: 420 prompts of 9,000 tokens against a mean of 3,600"},
+		{"too few prompts to say", history(0.5, 3000, 9000, nil), 0, false, "15 prompts in the newest 30 s"},
+		{"shorter prompts wait for the slow mean", history(14, 3000, 1000, nil), 0, false, ""},
+		{"within the prompts' noise", history(14, 3000, 3400, spread), 0, false, "σ about 6,000 tokens over 420 prompts: 360 longer, within two standard errors (590)"},
+		{"beyond the prompts' noise", history(14, 3000, 4200, spread), 4200, true, "1,080 longer, beyond two standard errors (610)"},
+		{"the same prompts", history(14, 3000, 3000, nil), 0, false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.tk.promptShift(slow(tc.tk))
+			require.Equal(t, tc.ok, ok, tc.reason)
+			require.InDelta(t, tc.want, got, 1e-9)
+		})
+	}
+	for _, isl := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		_, ok := history(14, 3000, 9000, nil).promptShift(isl)
+		require.False(t, ok, "isl %v", isl)
+	}
+
+	// Through the policy: 20 req/s of 3,000-token prompts for five minutes, then 6,000-token
+	// ones. The prefill pool is sized for the new length at the first tick that shows it
+	// beyond the noise — at least as if the prompts had always been that long (the jump also
+	// reads as a spread of the prompts) — not minutes later.
+	need := func(before, after float64) (int, []string) {
+		s := st
+		var diag Diagnostics
+		for now := 5.0; now <= 330; now += 5 {
+			in := aheadInput(now, 1, 4, 1, 4, 20)
+			in.Traffic.ISL = ptr(before)
+			if now > 300 {
+				in.Traffic.ISL = ptr(after)
+			}
+			var err error
+			s, _, diag, err = p.Decide(s, in)
+			require.NoError(t, err)
+		}
+		require.NotNil(t, diag.EngineRPSPrefill, diag.Notes)
+		return int(math.Round(20 / *diag.EngineRPSPrefill)), diag.Notes
+	}
+	before, _ := need(3000, 3000)
+	jumped, notes := need(3000, 6000)
+	always, _ := need(6000, 6000)
+	require.Greater(t, always, before)
+	require.GreaterOrEqual(t, jumped, always, notes)
+	require.Contains(t, strings.Join(notes, "\n"), "ISL 6000 (the newest 30 s; 3300 over 300 s)")
+}
