@@ -71,7 +71,7 @@ const (
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
-	// aheadShiftPrompts is the fewest prompts of the level window whose mean length may
+	// aheadShiftPrompts is the fewest prompts of the newest lead time whose mean length may
 	// replace the aheadLengthSeconds mean, and aheadShiftZ how many standard errors of that
 	// mean (the prompts' own spread over their number) it must be longer by (promptShift).
 	aheadShiftPrompts = 30
@@ -882,7 +882,7 @@ func (t *tick) ahead() Decision {
 	}
 	lengths := fmt.Sprintf("ISL %.0f OSL %.0f", f.ISL, f.OSL)
 	if isl, ok := t.promptShift(f.ISL); ok {
-		lengths = fmt.Sprintf("ISL %.0f (the newest %.0f s; %.0f over %d s) OSL %.0f", isl, a.levelWindow(t.p.loadI), f.ISL, aheadLengthSeconds, f.OSL)
+		lengths = fmt.Sprintf("ISL %.0f (the newest %.0f s; %.0f over %d s) OSL %.0f", isl, t.shiftWindow(), f.ISL, aheadLengthSeconds, f.OSL)
 		f.ISL = isl
 	}
 	d.PredictedNumReq = ptr(f.Rate * t.p.loadI)
@@ -1145,7 +1145,7 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 	return 4 // a variance past float64: as spread as the cap
 }
 
-// promptShift is the mean prompt length of the level window (levelWindow) when it holds at
+// promptShift is the mean prompt length of the newest lead time (shiftWindow) when it holds at
 // least aheadShiftPrompts prompts and is longer than isl, the aheadLengthSeconds mean, by more
 // than aheadShiftZ standard errors (the prompts' spread, promptSpread, over their number); ok
 // is false otherwise. Prompts that got longer load the prefill at once, while a five-minute
@@ -1156,7 +1156,7 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 // slow mean (no scale-down on a window's noise).
 func (t *tick) promptShift(isl float64) (float64, bool) {
 	a := t.st.Ahead
-	n, sum, _, _ := a.recent(a.levelWindow(t.p.loadI))
+	n, sum, _, _ := a.recent(t.shiftWindow())
 	if n < aheadShiftPrompts || !(isl > 0) || !finite(isl) || !finite(sum) {
 		return 0, false
 	}
@@ -1166,6 +1166,19 @@ func (t *tick) promptShift(isl float64) (float64, bool) {
 		return recent, true
 	}
 	return 0, false
+}
+
+// shiftWindow is the span promptShift measures the newest prompts over: half the lead time,
+// in whole intervals (a bucket at the expected startup), and at least the level's window. A
+// longer prompt mix that lasts much less than the lead time is over before engines ordered
+// for it are ready: measured over the level's window alone (60 s at a 300 s startup), the
+// Azure code trace's bursts of long prompts held engines for a lead time each, 15% more
+// GPU-hours at the same goodput. Measured over the whole lead time, the shift came too late
+// for the robustness benchmark's short Mooncake synthetic windows (three lead times long) on
+// which it matters most.
+func (t *tick) shiftWindow() float64 {
+	half := math.Floor(t.aheadLead()/2/t.p.loadI) * t.p.loadI
+	return math.Max(half, t.st.Ahead.levelWindow(t.p.loadI))
 }
 
 // learnExcessWait updates the running excess wait from this interval's mean TTFT (capped

@@ -1162,22 +1162,30 @@ func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
 	}
 }
 
-// TestAhead_PromptShift: the newest prompts' mean length replaces the five-minute mean when
-// they are longer beyond their noise, so a jump in prompt lengths sizes the prefill at once.
+// TestAhead_PromptShift: the newest lead time's mean prompt length replaces the five-minute
+// mean when it is longer beyond its noise, so a jump in prompt lengths sizes the prefill
+// within a lead time rather than minutes later.
 func TestAhead_PromptShift(t *testing.T) {
 	p, st := aheadPlanner(t)
-	history := func(rate, isl, last float64, fpm *FPMObservations) *tick {
+	// 14 req/s for 300 s in 30 s buckets: 3,000-token prompts, then the last 90 s at last.
+	history := func(rate, last float64, fpm *FPMObservations) *tick {
 		a := &AheadState{BucketS: 30}
-		for now := 5.0; now <= 270; now += 5 {
-			a.record(now, 5, rate*5, 3000, 300)
-		}
-		for now := 275.0; now <= 300; now += 5 {
-			a.record(now, 5, rate*5, last, 300)
+		for now := 5.0; now <= 300; now += 5 {
+			isl := 3000.0
+			if now > 210 {
+				isl = last
+			}
+			a.record(now, 5, rate*5, isl, 300)
 		}
 		s := st
 		s.Ahead = a
 		return &tick{p: p, st: &s, in: Input{FPM: fpm}, diag: &Diagnostics{}}
 	}
+	// Half the lead time (60 s expected + a 5 s interval) in whole intervals: the newest
+	// bucket. At a 300 s startup, half of 305 s.
+	require.Equal(t, 30.0, history(14, 3000, nil).shiftWindow())
+	slowStart, _ := aheadPlannerWith(t, func(c *config.Config) { c.ExpectedStartupSeconds = 300 })
+	require.Equal(t, 150.0, (&tick{p: slowStart, st: &State{Ahead: &AheadState{BucketS: 60}}}).shiftWindow())
 	slow := func(tk *tick) float64 {
 		n, sum, _, _ := tk.st.Ahead.recent(aheadLengthSeconds)
 		return sum / n
@@ -1191,12 +1199,12 @@ func TestAhead_PromptShift(t *testing.T) {
 		ok     bool
 		reason string
 	}{
-		{"longer prompts", history(14, 3000, 9000, nil), 9000, true, "the newest 30 s: 420 prompts of 9,000 tokens against a mean of 3,600"},
-		{"too few prompts to say", history(0.5, 3000, 9000, nil), 0, false, "15 prompts in the newest 30 s"},
-		{"shorter prompts wait for the slow mean", history(14, 3000, 1000, nil), 0, false, ""},
-		{"within the prompts' noise", history(14, 3000, 3400, spread), 0, false, "σ about 6,000 tokens over 420 prompts: 360 longer, within two standard errors (590)"},
-		{"beyond the prompts' noise", history(14, 3000, 4200, spread), 4200, true, "1,080 longer, beyond two standard errors (610)"},
-		{"the same prompts", history(14, 3000, 3000, nil), 0, false, ""},
+		{"longer prompts", history(14, 9000, nil), 9000, true, "420 prompts of 9,000 tokens against a mean of 4,800"},
+		{"too few prompts to say", history(0.6, 9000, nil), 0, false, "18 prompts in the newest 30 s"},
+		{"shorter prompts wait for the slow mean", history(14, 1000, nil), 0, false, ""},
+		{"within the prompts' noise", history(14, 3200, spread), 0, false, "σ about 6,000 tokens over 420 prompts: 140 longer, within two standard errors (about 590)"},
+		{"beyond the prompts' noise", history(14, 4400, spread), 4400, true, "980 longer, beyond two standard errors (about 590)"},
+		{"the same prompts", history(14, 3000, nil), 0, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1206,18 +1214,18 @@ func TestAhead_PromptShift(t *testing.T) {
 		})
 	}
 	for _, isl := range []float64{0, -1, math.NaN(), math.Inf(1)} {
-		_, ok := history(14, 3000, 9000, nil).promptShift(isl)
+		_, ok := history(14, 9000, nil).promptShift(isl)
 		require.False(t, ok, "isl %v", isl)
 	}
 
 	// Through the policy: 20 req/s of 3,000-token prompts for five minutes, then 6,000-token
-	// ones. The prefill pool is sized for the new length at the first tick that shows it
-	// beyond the noise — at least as if the prompts had always been that long (the jump also
-	// reads as a spread of the prompts) — not minutes later.
+	// ones. Once the lead time's prompts are the new ones, the prefill pool is sized for them —
+	// at least as if the prompts had always been that long (the jump also reads as a spread of
+	// the prompts) — not minutes later, when the five-minute mean has caught up.
 	need := func(before, after float64) (int, []string) {
 		s := st
 		var diag Diagnostics
-		for now := 5.0; now <= 330; now += 5 {
+		for now := 5.0; now <= 390; now += 5 {
 			in := aheadInput(now, 1, 4, 1, 4, 20)
 			in.Traffic.ISL = ptr(before)
 			if now > 300 {
@@ -1235,5 +1243,5 @@ func TestAhead_PromptShift(t *testing.T) {
 	always, _ := need(6000, 6000)
 	require.Greater(t, always, before)
 	require.GreaterOrEqual(t, jumped, always, notes)
-	require.Contains(t, strings.Join(notes, "\n"), "ISL 6000 (the newest 30 s; 3300 over 300 s)")
+	require.Contains(t, strings.Join(notes, "\n"), "ISL 6000 (the newest 30 s; 3900 over 300 s)")
 }
