@@ -881,8 +881,8 @@ func (t *tick) ahead() Decision {
 		f.ISL, f.OSL = *t.st.LastISL, *t.st.LastOSL
 	}
 	lengths := fmt.Sprintf("ISL %.0f OSL %.0f", f.ISL, f.OSL)
-	if isl, ok := t.promptShift(f.ISL); ok {
-		lengths = fmt.Sprintf("ISL %.0f (the newest %.0f s; %.0f over %d s) OSL %.0f", isl, t.shiftWindow(), f.ISL, aheadLengthSeconds, f.OSL)
+	if isl, span, ok := t.promptShift(f.ISL); ok {
+		lengths = fmt.Sprintf("ISL %.0f (the newest %.0f s; %.0f over %d s) OSL %.0f", isl, span, f.ISL, aheadLengthSeconds, f.OSL)
 		f.ISL = isl
 	}
 	d.PredictedNumReq = ptr(f.Rate * t.p.loadI)
@@ -1145,27 +1145,27 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 	return 4 // a variance past float64: as spread as the cap
 }
 
-// promptShift is the mean prompt length of the newest lead time (shiftWindow) when it holds at
-// least aheadShiftPrompts prompts and is longer than isl, the aheadLengthSeconds mean, by more
-// than aheadShiftZ standard errors (the prompts' spread, promptSpread, over their number); ok
-// is false otherwise. Prompts that got longer load the prefill at once, while a five-minute
+// promptShift is the mean prompt length of the newest half lead time (shiftWindow, in whole
+// buckets: span is the seconds observed) when it holds at least aheadShiftPrompts prompts and
+// is longer than isl, the aheadLengthSeconds mean, by more than aheadShiftZ standard errors
+// (the prompts' spread, promptSpread, over their number); ok is false otherwise. Prompts that got longer load the prefill at once, while a five-minute
 // mean follows them over minutes: a Mooncake synthetic window at 6.2× went from prompts of
 // about 3,400 tokens to ones whose decode context reached 11,000 at an unchanged request rate,
 // and its prefill pool, sized for the slow mean, lost the TTFT of most of the next minute's
 // requests. Only longer prompts count, as the trend's rise does: shorter ones wait for the
 // slow mean (no scale-down on a window's noise).
-func (t *tick) promptShift(isl float64) (float64, bool) {
+func (t *tick) promptShift(isl float64) (mean, span float64, ok bool) {
 	a := t.st.Ahead
-	n, sum, _, _ := a.recent(t.shiftWindow())
+	n, sum, _, span := a.recent(t.shiftWindow())
 	if n < aheadShiftPrompts || !(isl > 0) || !finite(isl) || !finite(sum) {
-		return 0, false
+		return 0, 0, false
 	}
-	recent := sum / n
+	mean = sum / n
 	cs2 := t.promptSpread(t.promptPool(), isl)
-	if recent-isl > aheadShiftZ*isl*math.Sqrt(cs2/n) {
-		return recent, true
+	if mean-isl > aheadShiftZ*isl*math.Sqrt(cs2/n) {
+		return mean, span, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // shiftWindow is the span promptShift measures the newest prompts over: half the lead time,

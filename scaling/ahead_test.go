@@ -1208,13 +1208,16 @@ func TestAhead_PromptShift(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := tc.tk.promptShift(slow(tc.tk))
+			got, span, ok := tc.tk.promptShift(slow(tc.tk))
 			require.Equal(t, tc.ok, ok, tc.reason)
 			require.InDelta(t, tc.want, got, 1e-9)
+			if ok {
+				require.Equal(t, 30.0, span, "the newest bucket")
+			}
 		})
 	}
 	for _, isl := range []float64{0, -1, math.NaN(), math.Inf(1)} {
-		_, ok := history(14, 9000, nil).promptShift(isl)
+		_, _, ok := history(14, 9000, nil).promptShift(isl)
 		require.False(t, ok, "isl %v", isl)
 	}
 
