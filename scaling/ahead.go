@@ -1148,21 +1148,21 @@ func (t *tick) promptSpread(c Component, isl float64) float64 {
 // promptShift is the mean prompt length of the newest half lead time (shiftWindow, in whole
 // buckets: span is the seconds observed) when it holds at least aheadShiftPrompts prompts and
 // is longer than isl, the aheadLengthSeconds mean, by more than aheadShiftZ standard errors
-// (the prompts' spread, promptSpread, over their number); ok is false otherwise. Prompts that got longer load the prefill at once, while a five-minute
-// mean follows them over minutes: a Mooncake synthetic window at 6.2× went from prompts of
-// about 3,400 tokens to ones whose decode context reached 11,000 at an unchanged request rate,
-// and its prefill pool, sized for the slow mean, lost the TTFT of most of the next minute's
-// requests. Only longer prompts count, as the trend's rise does: shorter ones wait for the
-// slow mean (no scale-down on a window's noise).
+// (the prompts' spread, promptSpread, over their number); ok is false otherwise. Prompts that
+// got longer load the prefill at once, while a five-minute mean follows them over minutes: a
+// Mooncake synthetic window at 6.2× went from prompts of about 3,400 tokens to ones whose
+// decode context reached 11,000 at an unchanged request rate, and its prefill pool, sized for
+// the slow mean, lost the TTFT of most of the next minute's requests. Only longer prompts
+// count, as the trend's rise does: shorter ones wait for the slow mean (no scale-down on a
+// window's noise).
 func (t *tick) promptShift(isl float64) (mean, span float64, ok bool) {
 	a := t.st.Ahead
 	n, sum, _, span := a.recent(t.shiftWindow())
-	if n < aheadShiftPrompts || !(isl > 0) || !finite(isl) || !finite(sum) {
+	if n < aheadShiftPrompts || !(isl > 0) || !finite(isl) || !finite(sum) || !(sum/n > isl) {
 		return 0, 0, false
 	}
 	mean = sum / n
-	cs2 := t.promptSpread(t.promptPool(), isl)
-	if mean-isl > aheadShiftZ*isl*math.Sqrt(cs2/n) {
+	if cs2 := t.promptSpread(t.promptPool(), isl); mean-isl > aheadShiftZ*isl*math.Sqrt(cs2/n) {
 		return mean, span, true
 	}
 	return 0, 0, false
@@ -1239,23 +1239,35 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 // tick's FPMs (the latest and the samples: their KV tokens over their requests), when they
 // show at least aheadMinContextRequests requests.
 func (t *tick) decodeContextHeld() (float64, bool) {
-	if t.in.FPM == nil {
-		return 0, false
-	}
 	var n, kv float64
-	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
-		for _, f := range fs {
-			if f.Version != perf.FPMVersion || f.Scheduled.NumDecodeRequests <= 0 || f.Scheduled.SumDecodeKVTokens < 0 {
-				continue
-			}
-			n += float64(f.Scheduled.NumDecodeRequests)
-			kv += float64(f.Scheduled.SumDecodeKVTokens)
+	for _, f := range t.decodeIterations() {
+		if f.Scheduled.NumDecodeRequests <= 0 || f.Scheduled.SumDecodeKVTokens < 0 {
+			continue
 		}
+		n += float64(f.Scheduled.NumDecodeRequests)
+		kv += float64(f.Scheduled.SumDecodeKVTokens)
 	}
 	if n < aheadMinContextRequests || !finite(kv/n) {
 		return 0, false
 	}
 	return kv / n, true
+}
+
+// decodeIterations are the decode (agg: aggregated) pool's FPMs of this tick in the supported
+// schema: each engine's latest and the samples of the iterations since the last tick.
+func (t *tick) decodeIterations() []perf.FPM {
+	if t.in.FPM == nil {
+		return nil
+	}
+	var out []perf.FPM
+	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
+		for _, f := range fs {
+			if f.Version == perf.FPMVersion {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // window appends v to the per-tick history h, keeps the last lead time of it and returns it.

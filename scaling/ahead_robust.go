@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/llmplanner/planner/perf"
 )
 
 // The ahead policy's guards against what the live path really feeds it (docs/policy.md,
@@ -42,18 +40,13 @@ func (t *tick) learnDecodeShown() {
 		a.DecodeShown[i].N *= 1 - aheadShownDecay
 		a.DecodeShown[i].KV *= 1 - aheadShownDecay
 	}
-	if t.in.FPM == nil {
-		return
-	}
 	limit := t.p.cfg.ITLMs / 1000 * t.acceptLength() // an iteration's seconds at the SLA
-	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
-		for _, f := range fs {
-			n, kv := float64(f.Scheduled.NumDecodeRequests), float64(f.Scheduled.SumDecodeKVTokens)
-			if f.Version != perf.FPMVersion || f.IsHeartbeat() || !finite(f.WallTime) || f.WallTime <= 0 || f.WallTime > limit || n < 1 || kv < 0 {
-				continue
-			}
-			a.DecodeShown = addShown(a.DecodeShown, ShownBatch{N: n, KV: kv})
+	for _, f := range t.decodeIterations() {
+		n, kv := float64(f.Scheduled.NumDecodeRequests), float64(f.Scheduled.SumDecodeKVTokens)
+		if f.IsHeartbeat() || !finite(f.WallTime) || f.WallTime <= 0 || f.WallTime > limit || n < 1 || kv < 0 {
+			continue
 		}
+		a.DecodeShown = addShown(a.DecodeShown, ShownBatch{N: n, KV: kv})
 	}
 }
 
@@ -129,18 +122,13 @@ func (t *tick) sampledConcurrency() (float64, bool) {
 	}
 	most := map[key]int64{}
 	var order []key // the engines in first-seen order: the sum does not depend on map order
-	for _, fs := range [][]perf.FPM{t.in.FPM.Decode, t.in.FPM.DecodeSamples} {
-		for _, f := range fs {
-			if f.Version != perf.FPMVersion {
-				continue
-			}
-			k := key{f.WorkerID, f.DPRank}
-			v, seen := most[k]
-			if !seen {
-				order = append(order, k)
-			}
-			most[k] = max(v, f.Scheduled.NumDecodeRequests+f.Queued.NumDecodeRequests)
+	for _, f := range t.decodeIterations() {
+		k := key{f.WorkerID, f.DPRank}
+		v, seen := most[k]
+		if !seen {
+			order = append(order, k)
 		}
+		most[k] = max(v, f.Scheduled.NumDecodeRequests+f.Queued.NumDecodeRequests)
 	}
 	var c float64
 	for _, k := range order {
