@@ -52,7 +52,9 @@ func TestSimulate_TraceAndConfig(t *testing.T) {
 	for _, r := range rep.Rows {
 		names = append(names, r.Name)
 	}
-	require.Equal(t, []string{"mine", "ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "mine @0s", "mine @60s"}, names)
+	require.Equal(t, []string{"mine", "ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "slo-static", "mine @0s", "mine @60s"}, names,
+		"the static search runs again at the 95% the policies are held to")
+	require.Equal(t, evaluate.DefaultSLOGoodput, rep.SLOGoodput)
 	require.FileExists(t, filepath.Join(out, "trace.html"))
 	require.FileExists(t, filepath.Join(out, "trace.json"))
 	require.Contains(t, stderr.String(), "replays done", "progress on stderr")
@@ -111,11 +113,12 @@ func TestSimulate_AggMode(t *testing.T) {
 	trace := writeMooncake(t)
 	var stdout, stderr bytes.Buffer
 	err := runSimulate(context.Background(), []string{"--trace", trace, "--config", cfg, "--mode", "agg", "--out", "",
-		"--baselines", "static,ahead,dynamo-default", "--quiet", "--json"}, &stdout, &stderr)
+		"--baselines", "static,ahead,dynamo-default", "--slo-goodput", "0.9", "--quiet", "--json"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	var rep evaluate.Report
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
 	require.Equal(t, "agg", rep.Mode)
+	require.Equal(t, 0.9, rep.SLOGoodput, "--slo-goodput at the goodput target: one static search")
 	var names []string
 	for _, r := range rep.Rows {
 		names = append(names, r.Name)

@@ -17,9 +17,13 @@ import (
 
 // Row kinds.
 const (
-	KindPolicy    = "policy"    // a planner configuration of the scenario
-	KindOracle    = "oracle"    // the hindsight oracle
-	KindStatic    = "static"    // the best static deployment
+	KindPolicy = "policy" // a planner configuration of the scenario
+	KindOracle = "oracle" // the hindsight oracle
+	KindStatic = "static" // the best static deployment
+	// KindSLOStatic is the smallest static deployment reaching the goodput the policies are
+	// held to (Scenario.SLOGoodput), when that is above the scenario's goodput target: the
+	// fixed deployment a user who needs that goodput would otherwise run.
+	KindSLOStatic = "slo-static"
 	KindSweep     = "startup"   // the sweep policy at another startup delay
 	KindPredictor = "predictor" // the sweep policy driven by another load predictor
 )
@@ -153,8 +157,10 @@ type Report struct {
 	TTFTMs        float64 `json:"ttft_sla_ms"`
 	ITLMs         float64 `json:"itl_sla_ms"`
 	GoodputTarget float64 `json:"goodput_target"`
-	StartupS      float64 `json:"startup_s"`
-	MaxGPUBudget  int     `json:"max_gpu_budget"`
+	// SLOGoodput is the goodput the policies are held to (the slo-static row's target).
+	SLOGoodput   float64 `json:"slo_goodput"`
+	StartupS     float64 `json:"startup_s"`
+	MaxGPUBudget int     `json:"max_gpu_budget"`
 	// ScoredFromS is when scoring starts: the rows count the requests arriving from then on
 	// and the GPU-seconds provisioned from then on (the first startup window is scored for
 	// no one, since the runs start from different deployments).
@@ -205,8 +211,8 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	}
 	start := time.Now()
 	rep := &Report{Scenario: sc.Name, Description: sc.Description, Trace: p.TraceDesc, Requests: len(p.Requests),
-		TTFTMs: sc.SLA.TTFTMs, ITLMs: sc.SLA.ITLMs, GoodputTarget: sc.GoodputTarget, StartupS: sc.StartupSeconds,
-		MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom(), Mode: string(sc.Mode), Router: string(sc.Router),
+		TTFTMs: sc.SLA.TTFTMs, ITLMs: sc.SLA.ITLMs, GoodputTarget: sc.GoodputTarget, SLOGoodput: sc.SLOGoodput,
+		StartupS: sc.StartupSeconds, MaxGPUBudget: sc.MaxGPUBudget, ScoredFromS: sc.ScoredFrom(), Mode: string(sc.Mode), Router: string(sc.Router),
 		PrefixCache: sc.PrefixCache}
 	for _, r := range p.Requests {
 		rep.TraceSeconds = math.Max(rep.TraceSeconds, r.Arrival)
@@ -367,23 +373,32 @@ func (p Plan) jobs() ([]job, error) {
 		}})
 	}
 	if p.Static {
-		jobs = append(jobs, job{name: "best-static", run: func(progress func(int, int)) (Row, error) {
-			o := bounds
-			o.Options = base
-			o.Config, o.Progress = scoring, progress
-			res, err := replay.BestStatic(p.Requests, o)
-			if err != nil {
-				return Row{}, err
-			}
-			row := p.row("best-static", KindStatic, 0, res.Result)
-			row.Deployment = sc.DeploymentName(res.Prefill, res.Decode)
-			row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
-			if !res.Feasible {
-				row.OverBudget = true
-				row.Note += "; no deployment within the budget meets the target: the split of the whole budget with the most goodput"
-			}
-			return row, nil
-		}})
+		static := func(name, kind string, target float64) job {
+			return job{name: name, run: func(progress func(int, int)) (Row, error) {
+				o := bounds
+				o.Options = base
+				o.Config, o.Progress, o.Target = scoring, progress, target
+				res, err := replay.BestStatic(p.Requests, o)
+				if err != nil {
+					return Row{}, err
+				}
+				row := p.row(name, kind, 0, res.Result)
+				row.Deployment = sc.DeploymentName(res.Prefill, res.Decode)
+				row.Note = fmt.Sprintf("%d trial replays", res.Evaluations)
+				if kind == KindSLOStatic {
+					row.Note = fmt.Sprintf("the smallest reaching the %.0f%% the policies are held to; %s", 100*target, row.Note)
+				}
+				if !res.Feasible {
+					row.OverBudget = true
+					row.Note += "; no deployment within the budget meets the target: the split of the whole budget with the most goodput"
+				}
+				return row, nil
+			}}
+		}
+		jobs = append(jobs, static("best-static", KindStatic, sc.GoodputTarget))
+		if sc.SLOGoodput > sc.GoodputTarget {
+			jobs = append(jobs, static("slo-static", KindSLOStatic, sc.SLOGoodput))
+		}
 	}
 	for _, d := range sc.Static {
 		np, nd := sc.Deployment(d)

@@ -86,6 +86,7 @@ func TestLoadScenario(t *testing.T) {
 		"unknown key":       {validScenario + "bogus: 1\n", "bogus"},
 		"no trace":          {strings.Replace(validScenario, "trace:", "x_trace:", 1), "x_trace"},
 		"target":            {strings.Replace(validScenario, "goodput_target: 0.9", "goodput_target: 1.5", 1), "goodput_target"},
+		"slo goodput":       {validScenario + "slo_goodput: -0.5\n", "slo_goodput"},
 		"sla":               {strings.Replace(validScenario, "ttft_ms: 200", "ttft_ms: 0", 1), "sla"},
 		"budget":            {strings.Replace(validScenario, "max_gpu_budget: 8", "max_gpu_budget: 1", 1), "max_gpu_budget"},
 		"sinusoid":          {strings.Replace(validScenario, "min_rps: 1", "min_rps: 3", 1), "sinusoid"},
@@ -151,11 +152,15 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 		require.Positive(t, r.GPUHours)
 		require.InDelta(t, r.GPUHours, r.PrefillGPUHours+r.DecodeGPUHours, 1e-9)
 	}
-	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "static 2P 2D", "ahead @0s",
+	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "slo-static", "static 2P 2D", "ahead @0s",
 		"ahead @60s", "dynamo-sla/constant", "dynamo-sla/arima"}, names)
-	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindStatic, KindStatic, KindSweep, KindSweep, KindPredictor, KindPredictor}, kinds)
-	oracle, static := rep.Rows[3], rep.Rows[4]
-	require.Equal(t, "2P 2D", rep.Rows[5].Deployment)
+	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindStatic, KindSLOStatic, KindStatic, KindSweep, KindSweep,
+		KindPredictor, KindPredictor}, kinds)
+	oracle, static, sloStatic := rep.Rows[3], rep.Rows[4], rep.Rows[5]
+	require.Equal(t, "2P 2D", rep.Rows[6].Deployment)
+	require.Equal(t, DefaultSLOGoodput, rep.SLOGoodput)
+	require.GreaterOrEqual(t, sloStatic.Goodput, DefaultSLOGoodput, "the static search at the goodput the policies are held to")
+	require.GreaterOrEqual(t, sloStatic.GPUHours, static.GPUHours, "a higher target never needs a smaller deployment")
 	require.Positive(t, rep.LowerBoundGPUHours)
 	require.Less(t, rep.LowerBoundGPUHours, oracle.GPUHours, "no schedule beats the lower bound")
 	require.Less(t, rep.LowerBoundGPUHours, static.GPUHours)
@@ -174,6 +179,7 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	require.NoError(t, rep2.WriteMarkdown(&b))
 	require.Equal(t, a.String(), b.String())
 	require.Contains(t, a.String(), "| best-static | static |")
+	require.Contains(t, a.String(), "| slo-static | slo-static |")
 
 	var html bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&html))

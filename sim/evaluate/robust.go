@@ -59,9 +59,11 @@ type RobustCase struct {
 	Requests int     `json:"requests"`
 	TTFTMs   float64 `json:"ttft_sla_ms"`
 	ITLMs    float64 `json:"itl_sla_ms"`
-	// LowerBoundGPUHours is the case's lower bound; BestStatic the best static deployment.
+	// LowerBoundGPUHours is the case's lower bound; BestStatic the best static deployment,
+	// and SLOStatic the smallest reaching the goodput the policies are held to (95%).
 	LowerBoundGPUHours float64 `json:"lower_bound_gpu_hours"`
 	BestStatic         string  `json:"best_static"`
+	SLOStatic          string  `json:"slo_static,omitempty"`
 	Rows               []Row   `json:"rows"`
 }
 
@@ -262,8 +264,11 @@ func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []str
 		TTFTMs: in.sla.TTFTMs, ITLMs: in.sla.ITLMs, LowerBoundGPUHours: r.LowerBoundGPUHours, Rows: r.Rows}
 	for k := range c.Rows {
 		c.Rows[k].Timeline, c.Rows[k].Replicas = nil, nil // the cases' summary only
-		if c.Rows[k].Kind == KindStatic {
+		switch c.Rows[k].Kind {
+		case KindStatic:
 			c.BestStatic = c.Rows[k].Deployment
+		case KindSLOStatic:
+			c.SLOStatic = c.Rows[k].Deployment
 		}
 	}
 	return c, nil
@@ -276,22 +281,25 @@ type RobustSummary struct {
 	// at or above 90% and 95%.
 	MinGoodput, MedianGoodput float64
 	Meets90, Meets95          int
-	// MedianVsBound and MaxVsBound are GPU-hours over the lower bound; MedianVsStatic and
-	// MedianVsOracle over the best static deployment's and the oracle's (0: not run).
-	MedianVsBound, MaxVsBound, MedianVsStatic, MedianVsOracle float64
+	// MedianVsBound and MaxVsBound are GPU-hours over the lower bound; MedianVsStatic,
+	// MedianVsSLOStatic and MedianVsOracle over the best static deployment's, the smallest
+	// static deployment's reaching the policies' 95%, and the oracle's (0: not run).
+	MedianVsBound, MaxVsBound, MedianVsStatic, MedianVsSLOStatic, MedianVsOracle float64
 }
 
 // Summaries are the report's distributions, one per run name, in row order.
 func (rep *RobustReport) Summaries() []RobustSummary {
 	var names []string
-	type acc struct{ goodput, vsBound, vsStatic, vsOracle []float64 }
+	type acc struct{ goodput, vsBound, vsStatic, vsSLOStatic, vsOracle []float64 }
 	accs := map[string]*acc{}
 	for _, c := range rep.Cases {
-		var static, oracle float64
+		var static, sloStatic, oracle float64
 		for _, r := range c.Rows {
 			switch r.Kind {
 			case KindStatic:
 				static = r.GPUHours
+			case KindSLOStatic:
+				sloStatic = r.GPUHours
 			case KindOracle:
 				oracle = r.GPUHours
 			}
@@ -310,6 +318,9 @@ func (rep *RobustReport) Summaries() []RobustSummary {
 			if static > 0 {
 				a.vsStatic = append(a.vsStatic, r.GPUHours/static)
 			}
+			if sloStatic > 0 {
+				a.vsSLOStatic = append(a.vsSLOStatic, r.GPUHours/sloStatic)
+			}
 			if oracle > 0 {
 				a.vsOracle = append(a.vsOracle, r.GPUHours/oracle)
 			}
@@ -319,7 +330,8 @@ func (rep *RobustReport) Summaries() []RobustSummary {
 	for _, n := range names {
 		a := accs[n]
 		s := RobustSummary{Name: n, MinGoodput: slices.Min(a.goodput), MedianGoodput: median(a.goodput),
-			MedianVsBound: median(a.vsBound), MedianVsStatic: median(a.vsStatic), MedianVsOracle: median(a.vsOracle)}
+			MedianVsBound: median(a.vsBound), MedianVsStatic: median(a.vsStatic), MedianVsSLOStatic: median(a.vsSLOStatic),
+			MedianVsOracle: median(a.vsOracle)}
 		if len(a.vsBound) > 0 {
 			s.MaxVsBound = slices.Max(a.vsBound)
 		}
@@ -351,7 +363,7 @@ func median(v []float64) float64 {
 // WriteMarkdown writes the benchmark: the distribution per run, then every case.
 func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "Seed %d, %d cases, each scored from 60 s; budget %d GPUs; startup 60 s.\n\n", rep.Seed, len(rep.Cases), robustBudget)
-	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|\n", 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {
 		if v > 0 {
 			return fmt.Sprintf("%.2f", v)
@@ -359,19 +371,21 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 		return "-"
 	}
 	for _, s := range rep.Summaries() {
-		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %d of %d | %d of %d | %.2f / %.2f | %s | %s |\n", s.Name, 100*s.MinGoodput,
+		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %d of %d | %d of %d | %.2f / %.2f | %s | %s | %s |\n", s.Name, 100*s.MinGoodput,
 			100*s.MedianGoodput, s.Meets90, len(rep.Cases), s.Meets95, len(rep.Cases), s.MedianVsBound, s.MaxVsBound,
-			ratio(s.MedianVsStatic), ratio(s.MedianVsOracle))
+			ratio(s.MedianVsStatic), ratio(s.MedianVsSLOStatic), ratio(s.MedianVsOracle))
 	}
-	fmt.Fprintf(w, "\n| case | trace | requests | SLA ms | bound GPU-h | best static | %s |\n|---|---|---|---|---|---|%s\n",
+	fmt.Fprintf(w, "\n| case | trace | requests | SLA ms | bound GPU-h | best static | static at %.0f%% | %s |\n|---|---|---|---|---|---|---|%s\n", 100*DefaultSLOGoodput,
 		strings.Join(rep.runNames(), " goodput / GPU-h | ")+" goodput / GPU-h", strings.Repeat("---|", len(rep.runNames())))
 	for _, c := range rep.Cases {
-		static := c.BestStatic
-		if static == "" {
-			static = "-"
+		dash := func(s string) string {
+			if s == "" {
+				return "-"
+			}
+			return s
 		}
 		cells := []string{c.Name, c.Detail, fmt.Sprint(c.Requests), fmt.Sprintf("%g / %g", c.TTFTMs, c.ITLMs),
-			fmt.Sprintf("%.2f", c.LowerBoundGPUHours), static}
+			fmt.Sprintf("%.2f", c.LowerBoundGPUHours), dash(c.BestStatic), dash(c.SLOStatic)}
 		for _, r := range c.Rows {
 			cells = append(cells, fmt.Sprintf("%.1f%% / %.2f", 100*r.Goodput, r.GPUHours))
 		}

@@ -83,12 +83,15 @@ func TestRobustness_EndToEnd(t *testing.T) {
 		names = append(names, r.Name)
 		require.Nil(t, r.Timeline, "the summary keeps no timeline")
 	}
-	require.Equal(t, []string{"ahead", "dynamo-sla", "best-static"}, names)
+	require.Equal(t, []string{"ahead", "dynamo-sla", "best-static", "slo-static"}, names)
 	require.Positive(t, c.LowerBoundGPUHours)
 	require.NotEmpty(t, c.BestStatic)
+	require.NotEmpty(t, c.SLOStatic)
+	require.GreaterOrEqual(t, c.Rows[3].GPUHours, c.Rows[2].GPUHours, "95% never needs less than 90%")
 
 	sums := rep.Summaries()
-	require.Len(t, sums, 3)
+	require.Len(t, sums, 4)
+	require.InDelta(t, c.Rows[0].GPUHours/c.Rows[3].GPUHours, sums[0].MedianVsSLOStatic, 1e-12)
 	require.Equal(t, c.Rows[0].Goodput, sums[0].MinGoodput, "one case: min = median")
 	require.InDelta(t, c.Rows[0].GPUHours/c.LowerBoundGPUHours, sums[0].MedianVsBound, 1e-12)
 	var md bytes.Buffer
