@@ -377,7 +377,7 @@ func (p Plan) jobs() ([]job, error) {
 			return job{name: name, run: func(progress func(int, int)) (Row, error) {
 				o := bounds
 				o.Options = base
-				o.Config, o.Progress, o.Target = scoring, progress, target
+				o.Config, o.Progress, o.Target, o.ScoredFrom = scoring, progress, target, sc.ScoredFrom()
 				res, err := replay.BestStatic(p.Requests, o)
 				if err != nil {
 					return Row{}, err

@@ -127,13 +127,16 @@ type OracleOptions struct {
 	// interval).
 	Interval time.Duration
 	// Target is the goodput the oracle must reach in every interval, and the static search
-	// over the whole trace, in (0, 1].
+	// over the requests from ScoredFrom on, in (0, 1].
 	Target float64
 	// MinPrefill, MinDecode, MaxPrefill and MaxDecode bound the search (0 minimums: 1).
 	MinPrefill, MinDecode, MaxPrefill, MaxDecode int
 	// MaxTotal bounds prefill + decode engines together (the GPU budget the policies are
 	// held to; 0: only the per-pool bounds).
 	MaxTotal int
+	// ScoredFrom is when scoring starts (seconds): the static search counts only the
+	// requests arriving then or later, as the evaluation's rows do.
+	ScoredFrom float64
 }
 
 // OracleStep is the oracle's choice for one interval.
@@ -340,10 +343,10 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 	return out, nil
 }
 
-// BestStatic searches the smallest static deployment serving the whole trace at the target
-// goodput (agg: the smallest number of aggregated engines meeting both SLAs); when none within
-// MaxTotal does, the split of the whole total with the most goodput (Feasible false). The
-// search: the smallest prefill count meeting the TTFT SLA at the target rate, then the
+// BestStatic searches the smallest static deployment serving the requests from ScoredFrom on
+// at the target goodput (agg: the smallest number of aggregated engines meeting both SLAs);
+// when none within MaxTotal does, the split of the whole total with the most goodput
+// (Feasible false). The search: the smallest prefill count meeting the TTFT SLA at the target rate, then the
 // smallest decode count meeting both (with more prefill when no decode count does), by
 // bisection over full replays. Smallest is per role, so it is the smallest total when the
 // roles' needs are independent, which they nearly are (decode only sees prefill's timing).
@@ -368,11 +371,17 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 		}
 		cfg := s.planner.Config()
 		n := len(reqs)
-		w := &watch{lo: 0, hi: n, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: pos, n: n,
-			allowedBad: int(math.Floor((1 - o.Target) * float64(n) * (1 + 1e-12)))}
+		lo := 0
+		for _, r := range reqs {
+			if r.Arrival < o.ScoredFrom {
+				lo++
+			}
+		}
+		w := &watch{lo: lo, hi: n, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: pos, n: n - lo,
+			allowedBad: int(math.Floor((1 - o.Target) * float64(n-lo) * (1 + 1e-12)))}
 		s.watch, s.stop = w, w.over
 		s.advanceTo(math.Inf(1))
-		return w.resolved-w.bad >= n-w.allowedBad
+		return w.resolved-w.bad >= (n-lo)-w.allowedBad
 	}
 	p, okP := o.MinPrefill, true // agg: no prefill pool (0), the decode search sizes the one pool
 	if o.Config.Mode != config.ModeAgg {

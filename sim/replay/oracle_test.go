@@ -45,6 +45,31 @@ func TestBestStatic_IsTheSmallestDeploymentMeetingTheTarget(t *testing.T) {
 	require.InDelta(t, float64(best.Prefill+best.Decode)*best.Duration, best.GPUSeconds, 1e-6)
 }
 
+// TestBestStatic_CountsFromScoredFrom: the search counts only the requests the evaluation
+// scores, so a heavy first window that no row counts does not size the deployment.
+func TestBestStatic_CountsFromScoredFrom(t *testing.T) {
+	reqs := steps(step{0, 60, 40, 3000, 300}, step{60, 300, 6, 3000, 300})
+	o := oracleOptions(t)
+	whole, err := BestStatic(reqs, o)
+	require.NoError(t, err)
+	o.ScoredFrom = 120
+	scored, err := BestStatic(reqs, o)
+	require.NoError(t, err)
+	require.True(t, scored.Feasible)
+	require.Less(t, scored.Prefill+scored.Decode, whole.Prefill+whole.Decode, "the first minute's 40 req/s is not scored")
+	good, n := 0, 0
+	for _, r := range scored.Requests {
+		if r.Arrival < o.ScoredFrom {
+			continue
+		}
+		n++
+		if r.Finished && r.TTFTMs <= 200 && (r.OSL <= 1 || r.ITLMs <= 10) {
+			good++
+		}
+	}
+	require.GreaterOrEqual(t, float64(good)/float64(n), o.Target, "the scored requests meet the target")
+}
+
 // TestBestStaticAndOracle_StayWithinTheTotal: with the policies' GPU budget as the total, the
 // searches never deploy more engines than it allows, and say when that misses the target.
 func TestBestStaticAndOracle_StayWithinTheTotal(t *testing.T) {
