@@ -17,15 +17,12 @@ import (
 
 // Row kinds.
 const (
-	KindPolicy = "policy" // a planner configuration of the scenario
-	KindOracle = "oracle" // the hindsight oracle
-	KindStatic = "static" // the best static deployment
-	// KindSLOStatic is the smallest static deployment reaching the goodput the policies are
-	// held to (Scenario.SLOGoodput), when that is above the scenario's goodput target: the
-	// fixed deployment a user who needs that goodput would otherwise run.
-	KindSLOStatic = "slo-static"
-	KindSweep     = "startup"   // the sweep policy at another startup delay
-	KindPredictor = "predictor" // the sweep policy driven by another load predictor
+	KindPolicy    = "policy"     // a planner configuration of the scenario
+	KindOracle    = "oracle"     // the hindsight oracle
+	KindStatic    = "static"     // the best static deployment
+	KindSLOStatic = "slo-static" // the smallest static deployment reaching Scenario.SLOGoodput
+	KindSweep     = "startup"    // the sweep policy at another startup delay
+	KindPredictor = "predictor"  // the sweep policy driven by another load predictor
 )
 
 // Plan is what Run evaluates.

@@ -45,12 +45,13 @@ type Scenario struct {
 	// SLA is what a request must meet to be good.
 	SLA SLA `yaml:"sla"`
 	// GoodputTarget is the share of good requests the oracle (per interval) and the static
-	// search (over the trace) must reach, in (0, 1].
+	// search (over the scored requests) must reach, in (0, 1].
 	GoodputTarget float64 `yaml:"goodput_target"`
 	// SLOGoodput is the goodput the policies are held to over the trace, in (0, 1] (default
 	// DefaultSLOGoodput). When it is above GoodputTarget, the static search also runs at it
-	// (the slo-static row), so that a policy's GPU-hours can be compared with a fixed
-	// deployment reaching the same goodput, not only with one reaching the lower target.
+	// (the slo-static row: the fixed deployment a user who needs that goodput would run), so
+	// that a policy's GPU-hours can be compared with a fixed deployment reaching the same
+	// goodput, not only with one reaching the lower target.
 	SLOGoodput float64 `yaml:"slo_goodput"`
 	// StartupSeconds is how long a new engine takes to become ready.
 	StartupSeconds float64 `yaml:"startup_s"`
@@ -309,7 +310,7 @@ optimization_target: throughput
 var BuiltinPolicies = []string{PolicyAhead, PolicyDynamoSLA, PolicyDynamoDefault}
 
 // DefaultSLOGoodput is the goodput the policies are held to when a scenario does not say:
-// the issue's 95%, which is also the ahead policy's own miss budget (docs/policy.md).
+// 95%, the goodput the ahead policy sizes for (its miss budget, docs/policy.md).
 const DefaultSLOGoodput = 0.95
 
 // LoadScenario reads and checks a scenario file.
