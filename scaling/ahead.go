@@ -71,7 +71,7 @@ const (
 	aheadEdgeRelax = 0.005
 	// aheadITLWatch is the share of the ITL SLA from which the observed ITL is read as load.
 	aheadITLWatch = 0.8
-	// aheadShiftPrompts is the fewest prompts of the newest lead time whose mean length may
+	// aheadShiftPrompts is the fewest prompts of the newest half lead time whose mean length may
 	// replace the aheadLengthSeconds mean, and aheadShiftZ how many standard errors of that
 	// mean (the prompts' own spread over their number) it must be longer by (promptShift).
 	aheadShiftPrompts = 30

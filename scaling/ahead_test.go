@@ -1162,7 +1162,7 @@ func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
 	}
 }
 
-// TestAhead_PromptShift: the newest lead time's mean prompt length replaces the five-minute
+// TestAhead_PromptShift: the newest half lead time's mean prompt length replaces the five-minute
 // mean when it is longer beyond its noise, so a jump in prompt lengths sizes the prefill
 // within a lead time rather than minutes later.
 func TestAhead_PromptShift(t *testing.T) {

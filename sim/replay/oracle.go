@@ -345,9 +345,9 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 
 // BestStatic searches the smallest static deployment serving the requests from ScoredFrom on
 // at the target goodput (agg: the smallest number of aggregated engines meeting both SLAs);
-// when none within MaxTotal does, the split of the whole total with the most goodput
-// (Feasible false). The search: the smallest prefill count meeting the TTFT SLA at the target rate, then the
-// smallest decode count meeting both (with more prefill when no decode count does), by
+// when none within MaxTotal does, the split of the whole total with the most goodput over
+// those requests (Feasible false). The search: the smallest prefill count meeting the TTFT
+// SLA at the target rate, then the smallest decode count meeting both (with more prefill when no decode count does), by
 // bisection over full replays. Smallest is per role, so it is the smallest total when the
 // roles' needs are independent, which they nearly are (decode only sees prefill's timing).
 func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
@@ -357,6 +357,12 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 	var out StaticResult
 	var runErr error
 	var pos []int // arrival positions: the same for every trial
+	scored := 0   // the requests from ScoredFrom on: the last positions
+	for _, r := range reqs {
+		if r.Arrival >= o.ScoredFrom {
+			scored++
+		}
+	}
 	trial := func(np, nd int, ttftOnly bool) bool {
 		out.Evaluations++
 		ro := o.Options
@@ -370,18 +376,11 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 			pos = positions(s)
 		}
 		cfg := s.planner.Config()
-		n := len(reqs)
-		lo := 0
-		for _, r := range reqs {
-			if r.Arrival < o.ScoredFrom {
-				lo++
-			}
-		}
-		w := &watch{lo: lo, hi: n, ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: pos, n: n - lo,
-			allowedBad: int(math.Floor((1 - o.Target) * float64(n-lo) * (1 + 1e-12)))}
+		w := &watch{lo: len(reqs) - scored, hi: len(reqs), ttftOnly: ttftOnly, ttftMs: cfg.TTFTMs, itlMs: cfg.ITLMs, pos: pos, n: scored,
+			allowedBad: int(math.Floor((1 - o.Target) * float64(scored) * (1 + 1e-12)))}
 		s.watch, s.stop = w, w.over
 		s.advanceTo(math.Inf(1))
-		return w.resolved-w.bad >= (n-lo)-w.allowedBad
+		return w.resolved-w.bad >= scored-w.allowedBad
 	}
 	p, okP := o.MinPrefill, true // agg: no prefill pool (0), the decode search sizes the one pool
 	if o.Config.Mode != config.ModeAgg {
@@ -410,7 +409,7 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 		// No deployment within the total meets the target: the best one is the split of the
 		// whole total with the most goodput (the searches' last trial is not it).
 		var best Result
-		bestP := -1
+		bestP, bestGoodput := -1, 0.0
 		for np := o.MinPrefill; np <= o.maxPrefill(o.MinDecode); np++ {
 			nd := o.maxDecode(np)
 			res, err := run(np, nd)
@@ -418,8 +417,8 @@ func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 				return StaticResult{}, err
 			}
 			out.Evaluations++
-			if bestP < 0 || res.Goodput > best.Goodput {
-				best, bestP = res, np
+			if g := Score(res.Requests, o.Config.TTFTMs, o.Config.ITLMs, o.ScoredFrom).Goodput; bestP < 0 || g > bestGoodput {
+				best, bestP, bestGoodput = res, np, g
 			}
 		}
 		out.Result, out.Prefill, out.Decode = best, bestP, o.maxDecode(bestP)
