@@ -59,7 +59,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off)")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
-	fs.Float64Var(&o.sloGoodput, "slo-goodput", 0, "goodput the policies are held to; above the goodput target, the static search also runs at it (the slo-static row; default: the scenario's, 0.95)")
+	fs.Float64Var(&o.sloGoodput, "slo-goodput", 0, "goodput the policies are held to; above the goodput target, the oracle and the static search also run at it (the slo-oracle and slo-static rows; default: the scenario's, 0.95)")
 	fs.StringVar(&o.sweep, "startup-sweep", "", "also run the sweep policy at these startup delays (comma-separated, e.g. 0,30s,60s,120s,300s; bare numbers are seconds)")
 	fs.StringVar(&o.predictors, "predictors", "", "also run the sweep policy with each of these load predictors (e.g. constant,arima,kalman,prophet) and backtest them on the trace at 60 s and 180 s")
 	fs.StringVar(&o.sweepPolicy, "sweep-policy", "", "the policy the startup sweep runs (default: the first)")

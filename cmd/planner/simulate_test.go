@@ -52,8 +52,8 @@ func TestSimulate_TraceAndConfig(t *testing.T) {
 	for _, r := range rep.Rows {
 		names = append(names, r.Name)
 	}
-	require.Equal(t, []string{"mine", "ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "slo-static", "mine @0s", "mine @60s"}, names,
-		"the static search runs again at the 95% the policies are held to")
+	require.Equal(t, []string{"mine", "ahead", "dynamo-sla", "dynamo-default", "oracle", "slo-oracle", "best-static", "slo-static", "mine @0s", "mine @60s"},
+		names, "the oracle and the static search run again at the 95% the policies are held to")
 	require.Equal(t, evaluate.DefaultSLOGoodput, rep.SLOGoodput)
 	require.FileExists(t, filepath.Join(out, "trace.html"))
 	require.FileExists(t, filepath.Join(out, "trace.json"))

@@ -53,7 +53,7 @@ func TestLoadScenario_Agg(t *testing.T) {
 }
 
 func TestRun_AggPoliciesOracleAndStatic(t *testing.T) {
-	// slo_goodput at the goodput target: no second static search.
+	// slo_goodput at the goodput target: no second oracle or static search.
 	sc, err := LoadScenario(writeScenario(t, strings.Replace(aggScenario, "ttft_ms: 200, itl_ms: 10", "ttft_ms: 500, itl_ms: 50", 1)+
 		"static: [[6]]\ninitial: [1]\nslo_goodput: 0.9\n"))
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ const (
 	KindOracle    = "oracle"     // the hindsight oracle
 	KindStatic    = "static"     // the best static deployment
 	KindSLOStatic = "slo-static" // the smallest static deployment reaching Scenario.SLOGoodput
+	KindSLOOracle = "slo-oracle" // the cheapest oracle schedule found reaching Scenario.SLOGoodput
 	KindSweep     = "startup"    // the sweep policy at another startup delay
 	KindPredictor = "predictor"  // the sweep policy driven by another load predictor
 )
@@ -154,7 +155,8 @@ type Report struct {
 	TTFTMs        float64 `json:"ttft_sla_ms"`
 	ITLMs         float64 `json:"itl_sla_ms"`
 	GoodputTarget float64 `json:"goodput_target"`
-	// SLOGoodput is the goodput the policies are held to (the slo-static row's target).
+	// SLOGoodput is the goodput the policies are held to (the slo-oracle and slo-static rows'
+	// target).
 	SLOGoodput   float64 `json:"slo_goodput"`
 	StartupS     float64 `json:"startup_s"`
 	MaxGPUBudget int     `json:"max_gpu_budget"`
@@ -348,10 +350,10 @@ func (p Plan) jobs() ([]job, error) {
 		return nil, err
 	}
 	if p.Oracle {
-		jobs = append(jobs, job{name: "oracle", run: func(progress func(int, int)) (Row, error) {
+		oracle := func(target float64, progress func(int, int)) (Row, error) {
 			o := bounds
 			o.Options = base
-			o.Config, o.StartupDelay, o.Progress = scoring, sc.StartupDelay(), progress
+			o.Config, o.StartupDelay, o.Progress, o.Target = scoring, sc.StartupDelay(), progress, target
 			res, err := replay.Oracle(p.Requests, o)
 			if err != nil {
 				return Row{}, err
@@ -367,7 +369,15 @@ func (p Plan) jobs() ([]job, error) {
 				row.Note += fmt.Sprintf("; %d of %d intervals missed the target even at the budget", res.Infeasible, len(res.Schedule))
 			}
 			return row, nil
+		}
+		jobs = append(jobs, job{name: "oracle", run: func(progress func(int, int)) (Row, error) {
+			return oracle(sc.GoodputTarget, progress)
 		}})
+		if sc.SLOGoodput > sc.GoodputTarget {
+			jobs = append(jobs, job{name: "slo-oracle", run: func(progress func(int, int)) (Row, error) {
+				return sloOracle(sc.GoodputTarget, sc.SLOGoodput, oracle, progress)
+			}})
+		}
 	}
 	if p.Static {
 		static := func(name, kind string, target float64) job {
@@ -672,4 +682,52 @@ func span(steps []replay.OracleStep, f func(replay.OracleStep) int) string {
 		return fmt.Sprint(lo)
 	}
 	return fmt.Sprintf("%d–%d", lo, hi)
+}
+
+// sloOracleRuns is how many oracle runs sloOracle makes: the first at the per-interval
+// target, then a bisection (to 0.4/2⁵ = 1.25 points below it, 0.3 points above).
+const sloOracleRuns = 6
+
+// sloOracle is the cheapest oracle schedule found whose goodput over the scored requests
+// reaches overall. The oracle holds every interval to a per-interval target, and most
+// intervals are easy, so its goodput over the trace lands above or below that target
+// (98.4% on rr-5-45 at 90% per interval). sloOracle runs the oracle (oracle) at the
+// per-interval target first, then bisects that target over [0.5, 1] (sloOracleRuns runs in
+// all), and keeps the run with the fewest GPU-hours among those reaching overall — or, when
+// none does, the one with the most goodput, as its note says.
+func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)) (Row, error), progress func(int, int)) (Row, error) {
+	var best, fallback Row
+	var found, tried bool
+	var bestTarget, fallbackTarget float64
+	lo, hi, target := 0.5, 1.0, perInterval
+	for run := range sloOracleRuns {
+		row, err := oracle(target, func(done, total int) {
+			if progress != nil {
+				progress(run*total+done, sloOracleRuns*total)
+			}
+		})
+		if err != nil {
+			return Row{}, err
+		}
+		if row.Goodput >= overall {
+			if !found || row.GPUHours < best.GPUHours {
+				best, bestTarget, found = row, target, true
+			}
+			hi = target
+		} else {
+			if !tried || row.Goodput > fallback.Goodput {
+				fallback, fallbackTarget, tried = row, target, true
+			}
+			lo = target
+		}
+		target = (lo + hi) / 2
+	}
+	row, t, verdict := best, bestTarget, "the cheapest"
+	if !found {
+		row, t, verdict = fallback, fallbackTarget, "none reached it: the one with the most goodput"
+	}
+	row.Name, row.Kind = "slo-oracle", KindSLOOracle
+	row.Note = fmt.Sprintf("the oracle at %.1f%% per interval, of %d runs bisecting that target for the %.0f%% the policies are held to, %s (%s)",
+		100*t, sloOracleRuns, 100*overall, verdict, row.Note)
+	return row, nil
 }

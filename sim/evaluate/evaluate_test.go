@@ -3,6 +3,8 @@ package evaluate
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,12 +154,15 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 		require.Positive(t, r.GPUHours)
 		require.InDelta(t, r.GPUHours, r.PrefillGPUHours+r.DecodeGPUHours, 1e-9)
 	}
-	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "best-static", "slo-static", "static 2P 2D", "ahead @0s",
-		"ahead @60s", "dynamo-sla/constant", "dynamo-sla/arima"}, names)
-	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindStatic, KindSLOStatic, KindStatic, KindSweep, KindSweep,
-		KindPredictor, KindPredictor}, kinds)
-	oracle, static, sloStatic := rep.Rows[3], rep.Rows[4], rep.Rows[5]
-	require.Equal(t, "2P 2D", rep.Rows[6].Deployment)
+	require.Equal(t, []string{"ahead", "dynamo-sla", "dynamo-default", "oracle", "slo-oracle", "best-static", "slo-static", "static 2P 2D",
+		"ahead @0s", "ahead @60s", "dynamo-sla/constant", "dynamo-sla/arima"}, names)
+	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindSLOOracle, KindStatic, KindSLOStatic, KindStatic, KindSweep,
+		KindSweep, KindPredictor, KindPredictor}, kinds)
+	oracle, sloOracle, static, sloStatic := rep.Rows[3], rep.Rows[4], rep.Rows[5], rep.Rows[6]
+	require.Equal(t, "2P 2D", rep.Rows[7].Deployment)
+	require.GreaterOrEqual(t, sloOracle.Goodput, DefaultSLOGoodput, "the oracle found at the goodput the policies are held to: %s", sloOracle.Note)
+	require.Contains(t, sloOracle.Note, "per interval")
+	require.Less(t, rep.LowerBoundGPUHours, sloOracle.GPUHours)
 	require.Equal(t, DefaultSLOGoodput, rep.SLOGoodput)
 	require.GreaterOrEqual(t, sloStatic.Goodput, DefaultSLOGoodput, "the static search at the goodput the policies are held to")
 	require.GreaterOrEqual(t, sloStatic.GPUHours, static.GPUHours, "a higher target never needs a smaller deployment")
@@ -180,6 +185,7 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	require.Equal(t, a.String(), b.String())
 	require.Contains(t, a.String(), "| best-static | static |")
 	require.Contains(t, a.String(), "| slo-static | slo-static |")
+	require.Contains(t, a.String(), "| slo-oracle | slo-oracle |")
 
 	var html bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&html))
@@ -390,4 +396,51 @@ func TestShippedScenarios(t *testing.T) {
 	require.False(t, cfg.Ahead(), "Dynamo's loops, not the ahead policy")
 	require.Equal(t, sc.Policies[0].Name, sc.Published.Policy)
 	require.Len(t, sc.Published.Gains, 2)
+}
+
+// TestSLOOracle_Bisection: the per-interval target is bisected for the overall goodput, the
+// cheapest run reaching it is kept, and without one the run with the most goodput is.
+func TestSLOOracle_Bisection(t *testing.T) {
+	// goodput(target) is the overall goodput an oracle at a per-interval target reaches;
+	// its GPU-hours grow with the target.
+	fake := func(goodput func(float64) float64, targets *[]float64) func(float64, func(int, int)) (Row, error) {
+		return func(target float64, progress func(int, int)) (Row, error) {
+			*targets = append(*targets, target)
+			progress(1, 2)
+			progress(2, 2)
+			return Row{Name: "oracle", Kind: KindOracle, Goodput: goodput(target), GPUHours: 10 * target, Note: "n trial replays"}, nil
+		}
+	}
+	for name, tc := range map[string]struct {
+		goodput   func(float64) float64
+		want      float64 // the per-interval target kept
+		wantNote  string
+		wantTried []float64
+	}{
+		// Met at 90% per interval: bisected down to the cheapest target still meeting 95%.
+		"over at the target": {func(x float64) float64 { return x + 0.12 }, 0.8375, "the cheapest",
+			[]float64{0.9, 0.7, 0.8, 0.85, 0.825, 0.8375}},
+		// Short at 90% per interval: bisected up.
+		"short at the target": {func(x float64) float64 { return x + 0.01 }, 0.940625, "the cheapest",
+			[]float64{0.9, 0.95, 0.925, 0.9375, 0.94375, 0.940625}},
+		// Never met: the run with the most goodput.
+		"never": {func(x float64) float64 { return x / 2 }, 0.996875, "none reached it",
+			[]float64{0.9, 0.95, 0.975, 0.9875, 0.99375, 0.996875}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var tried []float64
+			var last [2]int
+			row, err := sloOracle(0.9, 0.95, fake(tc.goodput, &tried), func(done, total int) { last = [2]int{done, total} })
+			require.NoError(t, err)
+			require.InDeltaSlice(t, tc.wantTried, tried, 1e-12)
+			require.InDelta(t, 10*tc.want, row.GPUHours, 1e-9)
+			require.Equal(t, "slo-oracle", row.Name)
+			require.Equal(t, KindSLOOracle, row.Kind)
+			require.Contains(t, row.Note, tc.wantNote)
+			require.Contains(t, row.Note, fmt.Sprintf("%.1f%% per interval", 100*tc.want))
+			require.Equal(t, [2]int{2 * sloOracleRuns, 2 * sloOracleRuns}, last, "progress over all the runs")
+		})
+	}
+	_, err := sloOracle(0.9, 0.95, func(float64, func(int, int)) (Row, error) { return Row{}, errors.New("boom") }, nil)
+	require.ErrorContains(t, err, "boom")
 }

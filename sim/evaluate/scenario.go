@@ -49,9 +49,11 @@ type Scenario struct {
 	GoodputTarget float64 `yaml:"goodput_target"`
 	// SLOGoodput is the goodput the policies are held to over the trace, in (0, 1] (default
 	// DefaultSLOGoodput). When it is above GoodputTarget, the static search also runs at it
-	// (the slo-static row: the fixed deployment a user who needs that goodput would run), so
-	// that a policy's GPU-hours can be compared with a fixed deployment reaching the same
-	// goodput, not only with one reaching the lower target.
+	// (the slo-static row: the fixed deployment a user who needs that goodput would run), and
+	// so does the oracle (the slo-oracle row: its per-interval target bisected until its
+	// goodput over the trace reaches it), so that a policy's GPU-hours can be compared with a
+	// fixed deployment and a hindsight schedule reaching the same goodput, not only with ones
+	// reaching the lower target.
 	SLOGoodput float64 `yaml:"slo_goodput"`
 	// StartupSeconds is how long a new engine takes to become ready.
 	StartupSeconds float64 `yaml:"startup_s"`
