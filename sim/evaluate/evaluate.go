@@ -722,12 +722,13 @@ func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)
 		}
 		target = (lo + hi) / 2
 	}
-	row, t, verdict := best, bestTarget, "the cheapest"
+	row, t := best, bestTarget
+	verdict := fmt.Sprintf("the cheapest of %d runs bisecting that target that reach the %.0f%% the policies are held to", sloOracleRuns, 100*overall)
 	if !found {
-		row, t, verdict = fallback, fallbackTarget, "none reached it: the one with the most goodput"
+		row, t = fallback, fallbackTarget
+		verdict = fmt.Sprintf("none of %d runs bisecting that target reached the %.0f%% the policies are held to: the one with the most goodput", sloOracleRuns, 100*overall)
 	}
 	row.Name, row.Kind = "slo-oracle", KindSLOOracle
-	row.Note = fmt.Sprintf("the oracle at %.1f%% per interval, of %d runs bisecting that target for the %.0f%% the policies are held to, %s (%s)",
-		100*t, sloOracleRuns, 100*overall, verdict, row.Note)
+	row.Note = fmt.Sprintf("the oracle at %.1f%% per interval: %s (that run: %s)", 100*t, verdict, row.Note)
 	return row, nil
 }

@@ -424,7 +424,7 @@ func TestSLOOracle_Bisection(t *testing.T) {
 		"short at the target": {func(x float64) float64 { return x + 0.01 }, 0.940625, "the cheapest",
 			[]float64{0.9, 0.95, 0.925, 0.9375, 0.94375, 0.940625}},
 		// Never met: the run with the most goodput.
-		"never": {func(x float64) float64 { return x / 2 }, 0.996875, "none reached it",
+		"never": {func(x float64) float64 { return x / 2 }, 0.996875, "none of 6 runs",
 			[]float64{0.9, 0.95, 0.975, 0.9875, 0.99375, 0.996875}},
 	} {
 		t.Run(name, func(t *testing.T) {
