@@ -685,21 +685,25 @@ func span(steps []replay.OracleStep, f func(replay.OracleStep) int) string {
 }
 
 // sloOracleRuns is how many oracle runs sloOracle makes: the first at the per-interval
-// target, then a bisection (to 0.4/2⁵ = 1.25 points below it, 0.3 points above).
+// target, then a bisection (from 90%: to 0.4/2⁵ = 1.25 points below it, 0.3 points above).
 const sloOracleRuns = 6
 
 // sloOracle is the cheapest oracle schedule found whose goodput over the scored requests
 // reaches overall. The oracle holds every interval to a per-interval target, and most
 // intervals are easy, so its goodput over the trace lands above or below that target
 // (98.4% on rr-5-45 at 90% per interval). sloOracle runs the oracle (oracle) at the
-// per-interval target first, then bisects that target over [0.5, 1] (sloOracleRuns runs in
-// all), and keeps the run with the fewest GPU-hours among those reaching overall — or, when
-// none does, the one with the most goodput, as its note says.
+// per-interval target first, then bisects that target over [0.5, 1] (from half the
+// per-interval target when that is 0.5 or less; sloOracleRuns runs in all), and keeps the
+// run with the fewest GPU-hours among those reaching overall — or, when none does, the one
+// with the most goodput, as its note says.
 func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)) (Row, error), progress func(int, int)) (Row, error) {
 	var best, fallback Row
 	var found, tried bool
 	var bestTarget, fallbackTarget float64
 	lo, hi, target := 0.5, 1.0, perInterval
+	if perInterval <= lo {
+		lo = perInterval / 2
+	}
 	for run := range sloOracleRuns {
 		row, err := oracle(target, func(done, total int) {
 			if progress != nil {

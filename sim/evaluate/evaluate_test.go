@@ -441,6 +441,12 @@ func TestSLOOracle_Bisection(t *testing.T) {
 			require.Equal(t, [2]int{2 * sloOracleRuns, 2 * sloOracleRuns}, last, "progress over all the runs")
 		})
 	}
-	_, err := sloOracle(0.9, 0.95, func(float64, func(int, int)) (Row, error) { return Row{}, errors.New("boom") }, nil)
+	// A per-interval target under 0.5 bisects from half of it.
+	var tried []float64
+	row, err := sloOracle(0.3, 0.95, fake(func(x float64) float64 { return x + 0.7 }, &tried), func(int, int) {})
+	require.NoError(t, err)
+	require.InDeltaSlice(t, []float64{0.3, 0.225, 0.2625, 0.24375, 0.253125, 0.2484375}, tried, 1e-12)
+	require.InDelta(t, 2.53125, row.GPUHours, 1e-9, "the cheapest run reaching 95%: at 25.3% per interval")
+	_, err = sloOracle(0.9, 0.95, func(float64, func(int, int)) (Row, error) { return Row{}, errors.New("boom") }, nil)
 	require.ErrorContains(t, err, "boom")
 }
