@@ -243,7 +243,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		page.Tables = append(page.Tables, *t)
 	}
 	// main are the rows of the main charts; the sweep and predictor rows get their own.
-	main := map[string]bool{KindPolicy: true, KindOracle: true, KindStatic: true, KindSLOStatic: true}
+	main := map[string]bool{KindPolicy: true, KindOracle: true, KindSLOOracle: true, KindStatic: true, KindSLOStatic: true}
 	series := func(kinds map[string]bool, f func(Row) []report.Point, step bool) []report.Series {
 		var out []report.Series
 		for _, r := range rep.Rows {
