@@ -21,7 +21,7 @@ const (
 	KindOracle    = "oracle"     // the hindsight oracle
 	KindStatic    = "static"     // the best static deployment
 	KindSLOStatic = "slo-static" // the smallest static deployment reaching Scenario.SLOGoodput
-	KindSLOOracle = "slo-oracle" // the cheapest oracle schedule found reaching Scenario.SLOGoodput
+	KindSLOOracle = "slo-oracle" // the cheapest oracle run found reaching Scenario.SLOGoodput (else the one with the most goodput)
 	KindSweep     = "startup"    // the sweep policy at another startup delay
 	KindPredictor = "predictor"  // the sweep policy driven by another load predictor
 )
@@ -35,8 +35,10 @@ type Plan struct {
 	TraceDesc string
 	// Profile is the engines' timing model and the planner's perf model.
 	Profile *perf.Profile
-	// Oracle and Static add the hindsight oracle and the best static deployment.
-	Oracle, Static bool
+	// Oracle and Static add the hindsight oracle and the best static deployment (each also
+	// at the scenario's SLOGoodput when it is above its GoodputTarget: the slo-oracle and
+	// slo-static rows). NoSLOOracle leaves the slo-oracle row out (six more oracle runs).
+	Oracle, Static, NoSLOOracle bool
 	// SweepPolicy names the policy the startup sweep runs (empty: the first policy), and
 	// PredictorPolicy the one the predictor comparison runs (empty: SweepPolicy).
 	SweepPolicy, PredictorPolicy string
@@ -329,8 +331,9 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	return rep, nil
 }
 
-// jobs lists the plan's replays in report order: the policies, the oracle, the best static
-// deployment, the scenario's static deployments, the startup sweep, the predictors.
+// jobs lists the plan's replays in report order: the policies, the oracle and the oracle at
+// the SLO's goodput, the best static deployment and the smallest one at the SLO's goodput,
+// the scenario's static deployments, the startup sweep, the predictors.
 func (p Plan) jobs() ([]job, error) {
 	sc := p.Scenario
 	var jobs []job
@@ -370,12 +373,24 @@ func (p Plan) jobs() ([]job, error) {
 			}
 			return row, nil
 		}
+		// The slo-oracle's first run is the oracle row's: run once, for whichever job asks
+		// first (the other waits for it).
+		var once sync.Once
+		var atTarget Row
+		var atTargetErr error
+		memo := func(target float64, progress func(int, int)) (Row, error) {
+			if target != sc.GoodputTarget {
+				return oracle(target, progress)
+			}
+			once.Do(func() { atTarget, atTargetErr = oracle(target, progress) })
+			return atTarget, atTargetErr
+		}
 		jobs = append(jobs, job{name: "oracle", run: func(progress func(int, int)) (Row, error) {
-			return oracle(sc.GoodputTarget, progress)
+			return memo(sc.GoodputTarget, progress)
 		}})
-		if sc.SLOGoodput > sc.GoodputTarget {
+		if sc.SLOGoodput > sc.GoodputTarget && !p.NoSLOOracle {
 			jobs = append(jobs, job{name: "slo-oracle", run: func(progress func(int, int)) (Row, error) {
-				return sloOracle(sc.GoodputTarget, sc.SLOGoodput, oracle, progress)
+				return sloOracle(sc.GoodputTarget, sc.SLOGoodput, memo, progress)
 			}})
 		}
 	}
@@ -699,6 +714,7 @@ const sloOracleRuns = 6
 func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)) (Row, error), progress func(int, int)) (Row, error) {
 	var best, fallback Row
 	var found, tried bool
+	reached := 0
 	var bestTarget, fallbackTarget float64
 	lo, hi, target := 0.5, 1.0, perInterval
 	if perInterval <= lo {
@@ -714,6 +730,7 @@ func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)
 			return Row{}, err
 		}
 		if row.Goodput >= overall {
+			reached++
 			if !found || row.GPUHours < best.GPUHours {
 				best, bestTarget, found = row, target, true
 			}
@@ -727,7 +744,8 @@ func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)
 		target = (lo + hi) / 2
 	}
 	row, t := best, bestTarget
-	verdict := fmt.Sprintf("the cheapest of %d runs bisecting that target that reach the %.0f%% the policies are held to", sloOracleRuns, 100*overall)
+	verdict := fmt.Sprintf("the cheapest of the %d of %d runs bisecting that target that reach the %.0f%% the policies are held to",
+		reached, sloOracleRuns, 100*overall)
 	if !found {
 		row, t = fallback, fallbackTarget
 		verdict = fmt.Sprintf("none of %d runs bisecting that target reached the %.0f%% the policies are held to: the one with the most goodput", sloOracleRuns, 100*overall)

@@ -158,11 +158,11 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 		"ahead @0s", "ahead @60s", "dynamo-sla/constant", "dynamo-sla/arima"}, names)
 	require.Equal(t, []string{KindPolicy, KindPolicy, KindPolicy, KindOracle, KindSLOOracle, KindStatic, KindSLOStatic, KindStatic, KindSweep,
 		KindSweep, KindPredictor, KindPredictor}, kinds)
-	oracle, sloOracle, static, sloStatic := rep.Rows[3], rep.Rows[4], rep.Rows[5], rep.Rows[6]
+	oracle, sloOracleRow, static, sloStatic := rep.Rows[3], rep.Rows[4], rep.Rows[5], rep.Rows[6]
 	require.Equal(t, "2P 2D", rep.Rows[7].Deployment)
-	require.GreaterOrEqual(t, sloOracle.Goodput, DefaultSLOGoodput, "the oracle found at the goodput the policies are held to: %s", sloOracle.Note)
-	require.Contains(t, sloOracle.Note, "per interval")
-	require.Less(t, rep.LowerBoundGPUHours, sloOracle.GPUHours)
+	require.GreaterOrEqual(t, sloOracleRow.Goodput, DefaultSLOGoodput, "the oracle found at the goodput the policies are held to: %s", sloOracleRow.Note)
+	require.Contains(t, sloOracleRow.Note, "per interval")
+	require.Less(t, rep.LowerBoundGPUHours, sloOracleRow.GPUHours)
 	require.Equal(t, DefaultSLOGoodput, rep.SLOGoodput)
 	require.GreaterOrEqual(t, sloStatic.Goodput, DefaultSLOGoodput, "the static search at the goodput the policies are held to")
 	require.GreaterOrEqual(t, sloStatic.GPUHours, static.GPUHours, "a higher target never needs a smaller deployment")
@@ -401,52 +401,107 @@ func TestShippedScenarios(t *testing.T) {
 // TestSLOOracle_Bisection: the per-interval target is bisected for the overall goodput, the
 // cheapest run reaching it is kept, and without one the run with the most goodput is.
 func TestSLOOracle_Bisection(t *testing.T) {
-	// goodput(target) is the overall goodput an oracle at a per-interval target reaches;
-	// its GPU-hours grow with the target.
-	fake := func(goodput func(float64) float64, targets *[]float64) func(float64, func(int, int)) (Row, error) {
+	// goodput(target) is the overall goodput an oracle at a per-interval target reaches and
+	// gpu(target) its GPU-hours (nil: 10 × the target, growing with it).
+	fake := func(goodput, gpu func(float64) float64, targets *[]float64) func(float64, func(int, int)) (Row, error) {
+		if gpu == nil {
+			gpu = func(x float64) float64 { return 10 * x }
+		}
 		return func(target float64, progress func(int, int)) (Row, error) {
 			*targets = append(*targets, target)
 			progress(1, 2)
 			progress(2, 2)
-			return Row{Name: "oracle", Kind: KindOracle, Goodput: goodput(target), GPUHours: 10 * target, Note: "n trial replays"}, nil
+			return Row{Name: "oracle", Kind: KindOracle, Goodput: goodput(target), GPUHours: gpu(target), Note: "n trial replays"}, nil
+		}
+	}
+	at := func(x0, v float64, f func(float64) float64) func(float64) float64 {
+		return func(x float64) float64 {
+			if x == x0 {
+				return v
+			}
+			return f(x)
 		}
 	}
 	for name, tc := range map[string]struct {
-		goodput   func(float64) float64
-		want      float64 // the per-interval target kept
-		wantNote  string
-		wantTried []float64
+		perInterval float64 // 0: 0.9
+		goodput     func(float64) float64
+		gpu         func(float64) float64
+		want        float64 // the per-interval target kept
+		wantGPU     float64 // 0: 10 × want
+		wantNote    string
+		wantTried   []float64
 	}{
-		// Met at 90% per interval: bisected down to the cheapest target still meeting 95%.
-		"over at the target": {func(x float64) float64 { return x + 0.12 }, 0.8375, "the cheapest",
-			[]float64{0.9, 0.7, 0.8, 0.85, 0.825, 0.8375}},
+		// Met at 90% per interval: bisected down to the cheapest target still meeting 95%
+		// (3 of the 6 runs reach it: 0.9, 0.85 and 0.8375).
+		"over at the target": {goodput: func(x float64) float64 { return x + 0.12 }, want: 0.8375,
+			wantNote: "the cheapest of the 3 of 6 runs", wantTried: []float64{0.9, 0.7, 0.8, 0.85, 0.825, 0.8375}},
+		// The same runs, but the first one reaching it is the cheapest: kept, not the last.
+		"cheaper earlier": {goodput: func(x float64) float64 { return x + 0.12 }, gpu: at(0.9, 1, func(x float64) float64 { return 10 * x }),
+			want: 0.9, wantGPU: 1, wantNote: "the cheapest of the 3 of 6 runs", wantTried: []float64{0.9, 0.7, 0.8, 0.85, 0.825, 0.8375}},
 		// Short at 90% per interval: bisected up.
-		"short at the target": {func(x float64) float64 { return x + 0.01 }, 0.940625, "the cheapest",
-			[]float64{0.9, 0.95, 0.925, 0.9375, 0.94375, 0.940625}},
+		"short at the target": {goodput: func(x float64) float64 { return x + 0.01 }, want: 0.940625,
+			wantNote: "the cheapest of the 3 of 6 runs", wantTried: []float64{0.9, 0.95, 0.925, 0.9375, 0.94375, 0.940625}},
 		// Never met: the run with the most goodput.
-		"never": {func(x float64) float64 { return x / 2 }, 0.996875, "none of 6 runs",
-			[]float64{0.9, 0.95, 0.975, 0.9875, 0.99375, 0.996875}},
+		"never": {goodput: func(x float64) float64 { return x / 2 }, want: 0.996875, wantNote: "none of 6 runs",
+			wantTried: []float64{0.9, 0.95, 0.975, 0.9875, 0.99375, 0.996875}},
+		// Never met, the most goodput at the first run: kept, not the last.
+		"never, best first": {goodput: at(0.9, 0.94, func(x float64) float64 { return x / 2 }), want: 0.9, wantNote: "none of 6 runs",
+			wantTried: []float64{0.9, 0.95, 0.975, 0.9875, 0.99375, 0.996875}},
+		// A per-interval target of 0.5 or less bisects from half of it.
+		"at 0.5": {perInterval: 0.5, goodput: func(x float64) float64 { return x + 0.7 }, want: 0.2578125,
+			wantNote: "the cheapest of the 6 of 6 runs", wantTried: []float64{0.5, 0.375, 0.3125, 0.28125, 0.265625, 0.2578125}},
+		"under 0.5": {perInterval: 0.3, goodput: func(x float64) float64 { return x + 0.7 }, want: 0.253125,
+			wantNote: "the cheapest of the 3 of 6 runs", wantTried: []float64{0.3, 0.225, 0.2625, 0.24375, 0.253125, 0.2484375}},
 	} {
 		t.Run(name, func(t *testing.T) {
+			per := tc.perInterval
+			if per == 0 {
+				per = 0.9
+			}
+			wantGPU := tc.wantGPU
+			if wantGPU == 0 {
+				wantGPU = 10 * tc.want
+			}
 			var tried []float64
 			var last [2]int
-			row, err := sloOracle(0.9, 0.95, fake(tc.goodput, &tried), func(done, total int) { last = [2]int{done, total} })
+			row, err := sloOracle(per, 0.95, fake(tc.goodput, tc.gpu, &tried), func(done, total int) { last = [2]int{done, total} })
 			require.NoError(t, err)
 			require.InDeltaSlice(t, tc.wantTried, tried, 1e-12)
-			require.InDelta(t, 10*tc.want, row.GPUHours, 1e-9)
+			require.InDelta(t, wantGPU, row.GPUHours, 1e-9)
 			require.Equal(t, "slo-oracle", row.Name)
 			require.Equal(t, KindSLOOracle, row.Kind)
 			require.Contains(t, row.Note, tc.wantNote)
-			require.Contains(t, row.Note, fmt.Sprintf("%.1f%% per interval", 100*tc.want))
+			require.Contains(t, row.Note, fmt.Sprintf("the oracle at %.1f%% per interval", 100*tc.want))
+			require.Contains(t, row.Note, "(that run: n trial replays)")
 			require.Equal(t, [2]int{2 * sloOracleRuns, 2 * sloOracleRuns}, last, "progress over all the runs")
 		})
 	}
-	// A per-interval target under 0.5 bisects from half of it.
-	var tried []float64
-	row, err := sloOracle(0.3, 0.95, fake(func(x float64) float64 { return x + 0.7 }, &tried), func(int, int) {})
-	require.NoError(t, err)
-	require.InDeltaSlice(t, []float64{0.3, 0.225, 0.2625, 0.24375, 0.253125, 0.2484375}, tried, 1e-12)
-	require.InDelta(t, 2.53125, row.GPUHours, 1e-9, "the cheapest run reaching 95%: at 25.3% per interval")
-	_, err = sloOracle(0.9, 0.95, func(float64, func(int, int)) (Row, error) { return Row{}, errors.New("boom") }, nil)
+	_, err := sloOracle(0.9, 0.95, func(float64, func(int, int)) (Row, error) { return Row{}, errors.New("boom") }, nil)
 	require.ErrorContains(t, err, "boom")
+}
+
+// TestJobs_SLOOracle: the oracle runs again at the SLO's goodput when that is above the
+// goodput target, unless the plan leaves it out (the robustness benchmark does).
+func TestJobs_SLOOracle(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	names := func(p Plan) []string {
+		jobs, err := p.jobs()
+		require.NoError(t, err)
+		var out []string
+		for _, j := range jobs {
+			if strings.Contains(j.name, "oracle") {
+				out = append(out, j.name)
+			}
+		}
+		return out
+	}
+	plan := Plan{Scenario: sc, Requests: stepTrace(), Profile: profile(t), Oracle: true}
+	require.Equal(t, []string{"oracle", "slo-oracle"}, names(plan))
+	plan.NoSLOOracle = true
+	require.Equal(t, []string{"oracle"}, names(plan))
+	plan.NoSLOOracle, sc.SLOGoodput = false, sc.GoodputTarget
+	require.Equal(t, []string{"oracle"}, names(plan), "no second oracle at the goodput target")
+	plan.Oracle = false
+	require.Empty(t, names(plan))
 }

@@ -256,7 +256,7 @@ func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []str
 	}
 	sc.Description = in.detail
 	r, err := Run(ctx, Plan{Scenario: sc, Requests: in.reqs, TraceDesc: in.detail, Profile: rp.Profile,
-		Oracle: rp.Oracle, Static: !rp.NoStatic, Parallel: 1})
+		Oracle: rp.Oracle, NoSLOOracle: true, Static: !rp.NoStatic, Parallel: 1})
 	if err != nil {
 		return RobustCase{}, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
 	}

@@ -50,10 +50,11 @@ type Scenario struct {
 	// SLOGoodput is the goodput the policies are held to over the trace, in (0, 1] (default
 	// DefaultSLOGoodput). When it is above GoodputTarget, the static search also runs at it
 	// (the slo-static row: the fixed deployment a user who needs that goodput would run), and
-	// so does the oracle (the slo-oracle row: its per-interval target bisected until its
-	// goodput over the trace reaches it), so that a policy's GPU-hours can be compared with a
-	// fixed deployment and a hindsight schedule reaching the same goodput, not only with ones
-	// reaching the lower target.
+	// so does the oracle (the slo-oracle row: the cheapest of six oracle runs bisecting its
+	// per-interval target whose goodput over the scored requests reaches it; in
+	// planner simulate, not the robustness benchmark), so that a policy's GPU-hours can be
+	// compared with a fixed deployment and a hindsight schedule reaching the same goodput,
+	// not only with ones reaching the lower target.
 	SLOGoodput float64 `yaml:"slo_goodput"`
 	// StartupSeconds is how long a new engine takes to become ready.
 	StartupSeconds float64 `yaml:"startup_s"`
