@@ -37,7 +37,7 @@ type Plan struct {
 	Profile *perf.Profile
 	// Oracle and Static add the hindsight oracle and the best static deployment (each also
 	// at the scenario's SLOGoodput when it is above its GoodputTarget: the slo-oracle and
-	// slo-static rows). NoSLOOracle leaves the slo-oracle row out (six more oracle runs).
+	// slo-static rows). NoSLOOracle leaves the slo-oracle row out (five more oracle runs).
 	Oracle, Static, NoSLOOracle bool
 	// SweepPolicy names the policy the startup sweep runs (empty: the first policy), and
 	// PredictorPolicy the one the predictor comparison runs (empty: SweepPolicy).
@@ -713,8 +713,8 @@ const sloOracleRuns = 6
 // with the most goodput, as its note says.
 func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)) (Row, error), progress func(int, int)) (Row, error) {
 	var best, fallback Row
-	var found, tried bool
-	reached := 0
+	var tried bool
+	reached := 0 // the runs reaching overall; best is the cheapest of them
 	var bestTarget, fallbackTarget float64
 	lo, hi, target := 0.5, 1.0, perInterval
 	if perInterval <= lo {
@@ -730,10 +730,10 @@ func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)
 			return Row{}, err
 		}
 		if row.Goodput >= overall {
-			reached++
-			if !found || row.GPUHours < best.GPUHours {
-				best, bestTarget, found = row, target, true
+			if reached == 0 || row.GPUHours < best.GPUHours {
+				best, bestTarget = row, target
 			}
+			reached++
 			hi = target
 		} else {
 			if !tried || row.Goodput > fallback.Goodput {
@@ -746,7 +746,7 @@ func sloOracle(perInterval, overall float64, oracle func(float64, func(int, int)
 	row, t := best, bestTarget
 	verdict := fmt.Sprintf("the cheapest of the %d of %d runs bisecting that target that reach the %.0f%% the policies are held to",
 		reached, sloOracleRuns, 100*overall)
-	if !found {
+	if reached == 0 {
 		row, t = fallback, fallbackTarget
 		verdict = fmt.Sprintf("none of %d runs bisecting that target reached the %.0f%% the policies are held to: the one with the most goodput", sloOracleRuns, 100*overall)
 	}

@@ -377,13 +377,13 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n| case | trace | requests | SLA ms | bound GPU-h | best static | static at %.0f%% | %s |\n|---|---|---|---|---|---|---|%s\n", 100*DefaultSLOGoodput,
 		strings.Join(rep.runNames(), " goodput / GPU-h | ")+" goodput / GPU-h", strings.Repeat("---|", len(rep.runNames())))
-	for _, c := range rep.Cases {
-		dash := func(s string) string {
-			if s == "" {
-				return "-"
-			}
-			return s
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
 		}
+		return s
+	}
+	for _, c := range rep.Cases {
 		cells := []string{c.Name, c.Detail, fmt.Sprint(c.Requests), fmt.Sprintf("%g / %g", c.TTFTMs, c.ITLMs),
 			fmt.Sprintf("%.2f", c.LowerBoundGPUHours), dash(c.BestStatic), dash(c.SLOStatic)}
 		for _, r := range c.Rows {
