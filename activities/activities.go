@@ -25,7 +25,6 @@ import (
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/noop"
 	"github.com/llmplanner/planner/perf"
-	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/workflows"
 )
@@ -194,13 +193,13 @@ func (a *Activities) Init(ctx context.Context, req workflows.InitRequest) (workf
 			}
 		}
 	}
-	if path := req.Config.LoadPredictorWarmupTrace; path != nil && req.Config.EnableThroughputScaling {
-		reqs, err := predict.ReadTrace(*path)
-		if err != nil {
-			return workflows.InitResult{}, nonRetryable(workflows.ErrTypeBadConfig, fmt.Errorf("load_predictor_warmup_trace: %w", err))
-		}
-		boot.WarmupWindows = predict.Bucket(reqs, float64(req.Config.ThroughputAdjustmentIntervalSeconds))
-		notes = append(notes, fmt.Sprintf("predictors warmed with %d windows of %s", len(boot.WarmupWindows), *path))
+	warmup, note, err := p.ReadWarmup()
+	if err != nil {
+		return workflows.InitResult{}, nonRetryable(workflows.ErrTypeBadConfig, err)
+	}
+	if note != "" {
+		boot.Warmup = warmup
+		notes = append(notes, note)
 	}
 	st, err := p.Init(req.Now, boot)
 	if err != nil {

@@ -101,6 +101,9 @@ const (
 	// lead time has passed that are read as a quantile.
 	aheadMissLeads   = 10
 	aheadMissWindows = 5
+	// aheadMaxLiveS bounds the live seconds a warmed history counts (AheadState.LiveS): past
+	// any trend window.
+	aheadMaxLiveS = 86400
 	// aheadMaxStartupSeconds bounds a measured startup delay; a scale-up not ready after it
 	// is forgotten.
 	aheadMaxStartupSeconds = 3600
@@ -177,6 +180,13 @@ type AheadState struct {
 	// the old one is forgotten (forgetOtherSLA).
 	LearnedTTFTMs float64 `json:"learned_ttft_ms,omitempty"`
 	LearnedITLMs  float64 `json:"learned_itl_ms,omitempty"`
+
+	// Warmed says the history began with a warm-up trace (warm), and LiveS counts the
+	// seconds of live traffic observed since (at most aheadMaxLiveS): what the engines show
+	// (the excess wait, the batches within the SLA) is learned live, so a warmed planner
+	// waits as long as a cold one before its first scale-down.
+	Warmed bool    `json:"warmed,omitempty"`
+	LiveS  float64 `json:"live_s,omitempty"`
 
 	// Forecast is, per bucket (aligned with Count), the demand the forecast gave at the
 	// bucket's last tick, before its own misses were added (0: none made): what the
@@ -869,6 +879,9 @@ func (t *tick) ahead() Decision {
 	}
 	first := len(a.Count) == 0
 	a.record(t.in.Now, tr.DurationS, *tr.NumReq, isl, osl)
+	if a.Warmed {
+		a.LiveS = math.Min(a.LiveS+tr.DurationS, aheadMaxLiveS)
+	}
 	d.ObservedNumReq = ptr(*tr.NumReq)
 
 	lead := t.aheadLead()
@@ -1415,6 +1428,9 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 	var observed float64
 	for _, c := range t.st.Ahead.Covered {
 		observed += c
+	}
+	if a := t.st.Ahead; a.Warmed {
+		observed = math.Min(observed, a.LiveS)
 	}
 	for _, c := range t.pools() {
 		hist := &t.st.StabilizationPrefill

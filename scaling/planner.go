@@ -95,12 +95,15 @@ type PendingDesired struct {
 }
 
 // Bootstrap seeds a new planner: benchmark FPMs for the perf models (from a profile) and
-// trace windows for the predictors.
+// a warm-up trace (ReadWarmup) for the predictors or the ahead policy's history.
 type Bootstrap struct {
-	PrefillFPMs   []perf.FPM
-	DecodeFPMs    []perf.FPM
-	AggFPMs       []perf.FPM
-	WarmupWindows []predict.Window
+	PrefillFPMs []perf.FPM
+	DecodeFPMs  []perf.FPM
+	AggFPMs     []perf.FPM
+	// Warmup is the traffic before the planner started (arrivals relative to its first
+	// request; taken to end at Init's now): Dynamo's predictors get it in windows of the
+	// throughput interval, the ahead policy in its buckets (AheadState.warm).
+	Warmup []predict.Request
 }
 
 // ProfileBootstrap is the Bootstrap a pre-deployment profile gives the perf models of a
@@ -227,8 +230,12 @@ func (p *Planner) usesInterpolation() bool {
 func (p *Planner) loadStream() bool { return p.cfg.EnableLoadScaling || p.sla() }
 
 // Init returns the initial state of a planner started at now: the schedule, the perf models
-// seeded with the bootstrap FPMs and the predictors warmed with the trace windows.
+// seeded with the bootstrap FPMs, and the predictors or the ahead policy's history warmed
+// with the warm-up trace.
 func (p *Planner) Init(now float64, boot Bootstrap) (State, error) {
+	if err := p.checkWarmup(boot.Warmup); err != nil {
+		return State{}, err
+	}
 	st := State{Version: StateVersion, LowerBoundPrefill: 1, LowerBoundDecode: 1, LastAcceptLength: 1}
 	if p.loadStream() {
 		st.NextLoadAt = ptr(now + p.loadI)
@@ -238,6 +245,7 @@ func (p *Planner) Init(now float64, boot Bootstrap) (State, error) {
 	}
 	if p.cfg.Ahead() {
 		st.Ahead = &AheadState{BucketS: AheadBucket(p.cfg.StartupPriorSeconds(), p.loadI)}
+		st.Ahead.warm(now, p.loadI, boot.Warmup)
 	}
 	if p.sla() {
 		seed := func(kind perf.EngineKind, fpms []perf.FPM) (*perf.EngineModelState, error) {
@@ -272,8 +280,8 @@ func (p *Planner) Init(now float64, boot Bootstrap) (State, error) {
 		if err != nil {
 			return State{}, err
 		}
-		if len(boot.WarmupWindows) > 0 {
-			predict.Warmup(preds[0], preds[1], preds[2], boot.WarmupWindows)
+		if len(boot.Warmup) > 0 {
+			predict.Warmup(preds[0], preds[1], preds[2], predict.Bucket(boot.Warmup, p.thrI))
 		}
 		st.Predictors = &PredictorStates{NumReq: preds[0].State(), ISL: preds[1].State(), OSL: preds[2].State()}
 	}

@@ -2,7 +2,11 @@ package workflows_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +21,8 @@ import (
 	"github.com/llmplanner/planner/activities"
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
+	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/sim/loadgen"
 	"github.com/llmplanner/planner/sim/replay"
 	"github.com/llmplanner/planner/workflows"
@@ -67,6 +73,22 @@ func TestPlannerWorkflow_DecidesLikeTheDirectReplay(t *testing.T) {
 		require.NoError(t, cfg.Validate())
 		twoPaths(t, cfg)
 	})
+	// Both warmed with the traffic before the planner started (load_predictor_warmup_trace):
+	// the Init activity and the replay read the same trace into the same state.
+	t.Run("dynamo-sla-warm", func(t *testing.T) {
+		cfg := simConfig(t)
+		cfg.LoadPredictorWarmupTrace = warmupTrace(t)
+		requireWarmupMatters(t, cfg)
+		twoPaths(t, cfg)
+	})
+	t.Run("ahead-warm", func(t *testing.T) {
+		cfg := simConfig(t)
+		cfg.ScalingPolicy = config.PolicyAhead
+		cfg.LoadPredictorWarmupTrace = warmupTrace(t)
+		require.NoError(t, cfg.Validate())
+		requireWarmupMatters(t, cfg)
+		twoPaths(t, cfg)
+	})
 	// An aggregated deployment: one pool of engines that prefill and decode, sized by
 	// Dynamo's agg decisions (the 2-D regression for TTFT and ITL) on the decode component.
 	t.Run("agg", func(t *testing.T) {
@@ -86,11 +108,53 @@ func TestPlannerWorkflow_DecidesLikeTheDirectReplay(t *testing.T) {
 	})
 }
 
+// warmupTrace writes 20 minutes of the test's sinusoid (another seed), ending at its
+// trough as the test's trace starts, as a Mooncake JSONL trace, and returns its path.
+func warmupTrace(t *testing.T) *string {
+	t.Helper()
+	reqs, err := loadgen.Sinusoid(loadgen.SinusoidOptions{DurationS: 1200, MinRPS: 1, MaxRPS: 24, PeriodS: 600, ISL: 3000, OSL: 150, Seed: 8})
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "{\"timestamp\": %.3f, \"input_length\": %d, \"output_length\": %d}\n", r.Arrival*1000, r.InputTokens, r.OutputTokens)
+	}
+	path := filepath.Join(t.TempDir(), "warmup.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
+	return &path
+}
+
+// requireWarmupMatters checks that cfg's warm-up trace changes what the direct replay
+// decides, so that two paths deciding alike shows both read it.
+func requireWarmupMatters(t *testing.T, cfg config.Config) {
+	t.Helper()
+	prof, err := perf.LoadProfile(simProfileDir)
+	require.NoError(t, err)
+	cold := cfg
+	cold.LoadPredictorWarmupTrace = nil
+	decisions := func(cfg config.Config) []scaling.Decision {
+		res, err := replay.Run(simTrace(t), replay.Options{Config: cfg, Profile: prof, StartupDelay: 60 * time.Second, InitialPrefill: 1, InitialDecode: 1})
+		require.NoError(t, err)
+		var out []scaling.Decision
+		for _, e := range res.Timeline {
+			out = append(out, e.Decision)
+		}
+		return out
+	}
+	require.NotEqual(t, decisions(cold), decisions(cfg), "the warm-up changes the decisions")
+}
+
+// simTrace is the test's load: 900 s of a sinusoid from 1 to 24 req/s, period 600 s.
+func simTrace(t *testing.T) []predict.Request {
+	t.Helper()
+	reqs, err := loadgen.Sinusoid(loadgen.SinusoidOptions{DurationS: 900, MinRPS: 1, MaxRPS: 24, PeriodS: 600, ISL: 3000, OSL: 150, Seed: 7})
+	require.NoError(t, err)
+	return reqs
+}
+
 func twoPaths(t *testing.T, cfg config.Config) {
 	prof, err := perf.LoadProfile(simProfileDir)
 	require.NoError(t, err)
-	reqs, err := loadgen.Sinusoid(loadgen.SinusoidOptions{DurationS: 900, MinRPS: 1, MaxRPS: 24, PeriodS: 600, ISL: 3000, OSL: 150, Seed: 7})
-	require.NoError(t, err)
+	reqs := simTrace(t)
 	initialPrefill := 1
 	if cfg.Mode == config.ModeAgg {
 		initialPrefill = 0 // the aggregated engines are the decode component

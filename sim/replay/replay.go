@@ -372,7 +372,11 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	} else {
 		s.caps = scaling.WorkerCapabilities{Prefill: s.capabilities(engine.RolePrefill), Decode: s.capabilities(engine.RoleDecode)}
 	}
-	if s.st, err = pl.Init(0, bootstrap(pl, o)); err != nil {
+	boot, err := bootstrap(pl, o)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if s.st, err = pl.Init(0, boot); err != nil {
 		return nil, fmt.Errorf("replay: planner init: %w", err)
 	}
 	s.res.Requests = make([]Record, len(reqs))
@@ -406,13 +410,17 @@ func newSim(reqs []predict.Request, o Options) (*sim, error) {
 	return s, nil
 }
 
-// bootstrap is what a replay's decision core starts from: for the sla target, perf models
-// seeded from the profile (as the workflow's Init activity seeds them).
-func bootstrap(pl *scaling.Planner, o Options) scaling.Bootstrap {
+// bootstrap is what a replay's decision core starts from, as the workflow's Init activity
+// seeds it: for the sla target, perf models seeded from the profile, and the warm-up trace
+// the configuration names when its policy reads one.
+func bootstrap(pl *scaling.Planner, o Options) (scaling.Bootstrap, error) {
 	if pl.Config().OptimizationTarget != config.TargetSLA {
-		return scaling.Bootstrap{}
+		return scaling.Bootstrap{}, nil
 	}
-	return scaling.ProfileBootstrap(o.Profile, pl.Config().Mode)
+	boot := scaling.ProfileBootstrap(o.Profile, pl.Config().Mode)
+	warmup, _, err := pl.ReadWarmup()
+	boot.Warmup = warmup
+	return boot, err
 }
 
 // add starts an engine in pl, ready at readyAt.

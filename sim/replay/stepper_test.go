@@ -28,7 +28,9 @@ func driveStepper(t *testing.T, st *Stepper, o Options) []TimelineEntry {
 	ctx := context.Background()
 	pl, err := scaling.New(o.Config, o.Profile)
 	require.NoError(t, err)
-	core, err := pl.Init(0, bootstrap(pl, o))
+	boot, err := bootstrap(pl, o)
+	require.NoError(t, err)
+	core, err := pl.Init(0, boot)
 	require.NoError(t, err)
 	var now float64
 	st.clock = func() float64 { return now }

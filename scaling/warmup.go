@@ -1,0 +1,99 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/llmplanner/planner/predict"
+)
+
+// MaxWarmupWindows bounds the throughput-interval windows a warm-up trace may span for
+// Dynamo's predictors (100,000: 69 days at Dynamo's 60 s interval): a trace whose two
+// requests are years apart is refused, not bucketed into billions of empty windows.
+const MaxWarmupWindows = 100_000
+
+// UsesWarmup reports whether the configured policy reads load_predictor_warmup_trace:
+// Dynamo's throughput-loop predictors (optimization_target sla, throughput scaling on) and
+// the ahead policy's traffic history. Other configurations ignore the key.
+func (p *Planner) UsesWarmup() bool {
+	if p.cfg.LoadPredictorWarmupTrace == nil || !p.sla() {
+		return false
+	}
+	return p.cfg.Ahead() || p.cfg.EnableThroughputScaling
+}
+
+// ReadWarmup reads the trace load_predictor_warmup_trace names, for Bootstrap.Warmup, when
+// the configured policy uses it (nil and no error otherwise), and a note saying what it
+// warms, or why it was not read (no note when the key is unset). The workflow's Init activity and the replay both start from it, so both paths
+// decide alike.
+func (p *Planner) ReadWarmup() ([]predict.Request, string, error) {
+	if p.cfg.LoadPredictorWarmupTrace == nil {
+		return nil, "", nil
+	}
+	if !p.UsesWarmup() {
+		return nil, fmt.Sprintf("load_predictor_warmup_trace not read: %s", p.warmupUnused()), nil
+	}
+	path := *p.cfg.LoadPredictorWarmupTrace
+	reqs, err := predict.ReadTrace(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("load_predictor_warmup_trace: %w", err)
+	}
+	if len(reqs) == 0 {
+		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: no requests", path)
+	}
+	span := reqs[len(reqs)-1].Arrival
+	if p.cfg.Ahead() {
+		keep := AheadHistoryBuckets * AheadBucket(p.cfg.StartupPriorSeconds(), p.loadI)
+		return reqs, fmt.Sprintf("ahead's traffic history warmed with the last %.0f s of %s (%.0f s, %d requests)", math.Min(span, keep), path, span, len(reqs)), nil
+	}
+	return reqs, fmt.Sprintf("predictors warmed with %d windows of %s", int(span/p.thrI)+1, path), nil
+}
+
+// checkWarmup refuses a warm-up for Dynamo's predictors that spans MaxWarmupWindows
+// throughput intervals or more.
+func (p *Planner) checkWarmup(reqs []predict.Request) error {
+	if len(reqs) == 0 || p.cfg.Ahead() {
+		return nil
+	}
+	if span := reqs[len(reqs)-1].Arrival - reqs[0].Arrival; !(span/p.thrI < MaxWarmupWindows) {
+		return fmt.Errorf("scaling: warm-up trace spans %.0f s: %d windows of %.0f s at most", span, MaxWarmupWindows, p.thrI)
+	}
+	return nil
+}
+
+// warm fills an empty history with a warm-up trace taken to end at now (the planner's
+// start): its last AheadHistoryBuckets buckets, one load interval at a time, as live ticks
+// would have recorded them. Only the traffic is warmed — the forecasts, the needs and what
+// the engines showed are learned live — so the forecast's own misses are measured from the
+// first live forecasts on, and the first scale-down still waits for the trend window of live
+// traffic (LiveS).
+func (a *AheadState) warm(now, interval float64, reqs []predict.Request) {
+	if len(reqs) == 0 || !(interval > 0) || !(a.BucketS > 0) {
+		return
+	}
+	end := reqs[len(reqs)-1].Arrival
+	// Whole intervals ending with the trace's last request's interval, which ends at now.
+	last := math.Floor(end / interval)
+	first := math.Max(math.Floor(reqs[0].Arrival/interval), last-math.Ceil(AheadHistoryBuckets*a.BucketS/interval)+1)
+	var from int
+	for from < len(reqs) && reqs[from].Arrival < first*interval {
+		from++
+	}
+	a.Warmed = true
+	shift := now - (last+1)*interval
+	wins := predict.Bucket(reqs[from:], interval)
+	for k := first; k < math.Floor(wins[0].Start/interval); k++ {
+		a.record(shift+(k+1)*interval, interval, 0, 0, 0) // observed, and quiet
+	}
+	for _, w := range wins {
+		a.record(shift+w.Start+interval, interval, float64(w.Count), w.AvgISL, w.AvgOSL)
+	}
+}
+
+// warmupUnused says why the configured policy has no use for a warm-up trace.
+func (p *Planner) warmupUnused() string {
+	if !p.sla() {
+		return "optimization_target throughput has no predictors"
+	}
+	return "throughput scaling is off, and its predictors with it"
+}
