@@ -34,6 +34,11 @@ const (
 	// aheadWaitMissShare is the share of requests the prefill sizing lets wait past the TTFT
 	// slack (the modelled queueing tail).
 	aheadWaitMissShare = 0.02
+	// aheadForeseenWaitMissShare is that share when the forecast is foreseen (a period
+	// followed on calm arrivals, Forecast.foreseen), whose decode sizing keeps no Poisson
+	// spread either: its own misses are measured at the horizon it sizes for and added, and
+	// it is the highest rate of the lead time, which the rate seldom reaches within it.
+	aheadForeseenWaitMissShare = 0.1
 	// aheadDecodeSpreadZ is how many standard deviations of the decode concurrency (Poisson:
 	// the square root of the mean) the decode sizing keeps under its SLA batch.
 	aheadDecodeSpreadZ = 1.0
@@ -385,6 +390,23 @@ type Forecast struct {
 	MissWindows int
 }
 
+// foreseen reports whether the forecast follows a period on calm arrivals (bursts within the
+// buckets at most aheadCalmBurst of the level): the lead time is known to the interval, not
+// to a bucket, a scale-down holds for one bucket, and the queueing models size without
+// their margins (margins).
+func (f Forecast) foreseen() bool { return f.Trusted && f.Burst <= aheadCalmBurst*f.Level }
+
+// margins are the disaggregated pools' queueing margins for a forecast: the share of
+// prompts the prefill sizing lets wait past the TTFT slack, and the standard deviations of
+// the decode concurrency's Poisson spread kept under the SLA batch (an aggregated pool
+// keeps its own: aheadAggSize).
+func (f Forecast) margins() (waitMissShare, decodeSpreadZ float64) {
+	if f.foreseen() {
+		return aheadForeseenWaitMissShare, 0
+	}
+	return aheadWaitMissShare, aheadDecodeSpreadZ
+}
+
 // forecast predicts the request rate over the next lead seconds from the history.
 func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	var f Forecast
@@ -453,7 +475,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		// The lead time's buckets a period ago, and one more — the period is only known to a
 		// bucket — unless it is followed on steady arrivals.
 		from, to := a.bucketsAhead(lead)
-		if !f.Trusted || f.Burst > aheadCalmBurst*f.Level {
+		if !f.foreseen() {
 			to++
 		}
 		for h := from; h <= to; h++ {
@@ -805,10 +827,10 @@ func erlangC(c int, a float64) float64 {
 }
 
 // prefillEngines is the smallest prefill pool that serves rate requests/s (Poisson), each
-// needing service seconds on an engine, with at most aheadWaitMissShare of them waiting
+// needing service seconds on an engine, with at most missShare of them waiting
 // longer than slack seconds: M/G/c, Erlang C with the Allen–Cunneen correction for the
 // service time's squared coefficient of variation cs2. limit bounds the search.
-func prefillEngines(rate, service, slack, cs2 float64, limit int) int {
+func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int {
 	if rate <= 0 {
 		return 0
 	}
@@ -816,7 +838,7 @@ func prefillEngines(rate, service, slack, cs2 float64, limit int) int {
 	c := max(1, int(math.Floor(a))+1)
 	for ; c < limit; c++ {
 		decay := (float64(c) - a) * slack / (service * (1 + cs2) / 2)
-		if erlangC(c, a)*math.Exp(-decay) <= aheadWaitMissShare {
+		if erlangC(c, a)*math.Exp(-decay) <= missShare {
 			break
 		}
 	}
@@ -960,7 +982,7 @@ func (t *tick) ahead() Decision {
 		}
 		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.Trusted, f.Trusted && f.Burst <= aheadCalmBurst*f.Level, f.Burst > aheadBurstyExcess*f.Level)
+	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.Burst > aheadBurstyExcess*f.Level)
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -1012,7 +1034,8 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			t.diag.EngineRPSPrefill = ptr(0.7 / service)
 			return min(n, limit), fmt.Sprintf("prefill %d (a %.0f-token prompt takes %.0f ms, over the TTFT SLA: sized at 70%% utilisation)", n, f.ISL, service*1000), true
 		}
-		n = prefillEngines(rate, service, slack, cs2, limit)
+		missShare, _ := f.margins()
+		n = prefillEngines(rate, service, slack, cs2, missShare, limit)
 		excess := t.learnExcessWait(f, service, cs2)
 		// The burst's share of one engine waits about twice the mean excess wait; at most
 		// twice the ready pool per decision, should the latency not be the load's.
@@ -1028,7 +1051,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			t.diag.EstimatedTTFTMs = ptr((service + wait) * 1000)
 		}
 		return n, fmt.Sprintf("prefill %d (%.2f req/s incl. backlog %.0f tokens, %.0f ms each, cs² %.2f, wait ≤ %.0f ms for %.0f%%, excess wait %.0f ms·engine)",
-			n, rate, backlog, service*1000, cs2, slack*1000, 100*(1-aheadWaitMissShare), excess*1000), true
+			n, rate, backlog, service*1000, cs2, slack*1000, 100*(1-missShare), excess*1000), true
 	}
 	m := t.decode
 	if m == nil {
@@ -1070,7 +1093,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			b, source = bh, fmt.Sprintf("%s, at the %.0f-token context the engines hold", sh, held)
 		}
 	}
-	z := aheadDecodeSpreadZ
+	_, z := f.margins()
 	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
 	perEngine := keep / perRequest
 	if edge := t.learnDecodeEdge(f, lead); edge > 0 && edge < perEngine {

@@ -184,9 +184,9 @@ func aggBatchAt(s aggShape, pass passFunc, rps, top float64) float64 {
 // prompts' prefill, a queue of engines whose service time is the passes carrying a prompt
 // beside that engine's decodes, meets the TTFT slack (prefillEngines, the disaggregated
 // prefill sizing). ttft is the TTFT SLA in seconds, cs2 the prompt service time's squared
-// coefficient of variation, limit bounds the pool. It also returns the prefill service time
-// at the size found.
-func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2 float64, limit int) (n int, service float64, ok bool) {
+// coefficient of variation, missShare the share of prompts let wait past the slack, limit
+// bounds the pool. It also returns the prefill service time at the size found.
+func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2, missShare float64, limit int) (n int, service float64, ok bool) {
 	if !finite(rate) {
 		return 0, 0, false
 	}
@@ -209,7 +209,7 @@ func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2 floa
 			// A prompt alone breaks the TTFT SLA: keep the prefill under 70% of the pool.
 			m = int(math.Ceil(math.Min(float64(limit), rate*service/0.7)))
 		} else {
-			m = prefillEngines(rate, service, slack, cs2, limit)
+			m = prefillEngines(rate, service, slack, cs2, missShare, limit)
 		}
 		if m <= n || n >= limit {
 			return min(n, limit), service, true
@@ -265,8 +265,9 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(batch), lead))
 	// Keep the Poisson spread of the batch under the SLA batch, as the decode sizing does:
 	// the prompts arriving over one request's life are the batch too, so the same spread
-	// covers the chunks it sees.
-	z := aheadDecodeSpreadZ
+	// covers the chunks it sees — which a foreseen demand does not make smaller, so the
+	// aggregated pool keeps its margins (Forecast.margins) whatever the forecast.
+	missShare, z := aheadWaitMissShare, aheadDecodeSpreadZ
 	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
 	if !eligible {
 		keep = 1
@@ -302,7 +303,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 		}
 	}
 	excess := t.learnExcessWait(f, nowService, cs2)
-	n, service, ok := aggEngines(s, m.PassTime, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, limit)
+	n, service, ok := aggEngines(s, m.PassTime, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, missShare, limit)
 	if !ok {
 		return 0, "aggregated: perf model not ready", false
 	}

@@ -127,7 +127,7 @@ func TestAggEngines_MonotonicInLoad(t *testing.T) {
 	pt, _ := s.at(h200Pass, keep)
 	prev := 0
 	for _, rate := range []float64{0, 0.5, 1, 2, 5, 10, 20, 45, 90, 200, 1000} {
-		n, service, ok := aggEngines(s, h200Pass, rate, pt.RPS, keep, 0.2, 1, 64)
+		n, service, ok := aggEngines(s, h200Pass, rate, pt.RPS, keep, 0.2, 1, aheadWaitMissShare, 64)
 		require.True(t, ok)
 		require.GreaterOrEqual(t, n, prev, "rate %.1f", rate)
 		require.LessOrEqual(t, n, 64, "the limit bounds the pool")
@@ -137,17 +137,20 @@ func TestAggEngines_MonotonicInLoad(t *testing.T) {
 		}
 		prev = n
 	}
-	n45, _, _ := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.2, 1, 64)
-	require.Equal(t, 64, func() int { n, _, _ := aggEngines(s, h200Pass, 1e9, pt.RPS, keep, 0.2, 1, 64); return n }(), "absurd load: the limit")
+	n45, _, _ := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.2, 1, aheadWaitMissShare, 64)
+	require.Equal(t, 64, func() int {
+		n, _, _ := aggEngines(s, h200Pass, 1e9, pt.RPS, keep, 0.2, 1, aheadWaitMissShare, 64)
+		return n
+	}(), "absurd load: the limit")
 	// A tighter TTFT SLA never needs fewer engines; one a prompt alone breaks sizes the
 	// prefill at 70% utilisation.
-	tight, _, ok := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.068, 1, 64)
+	tight, _, ok := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.068, 1, aheadWaitMissShare, 64)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, tight, n45)
-	over, _, ok := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.01, 1, 64)
+	over, _, ok := aggEngines(s, h200Pass, 45, pt.RPS, keep, 0.01, 1, aheadWaitMissShare, 64)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, over, int(math.Ceil(45*0.06/0.7)))
-	_, _, ok = aggEngines(s, h200Pass, 45, 0, keep, 0.2, 1, 64)
+	_, _, ok = aggEngines(s, h200Pass, 45, 0, keep, 0.2, 1, aheadWaitMissShare, 64)
 	require.False(t, ok, "no capacity per engine: not sized")
 }
 

@@ -37,14 +37,39 @@ func TestPrefillEngines(t *testing.T) {
 	// 45 req/s of 62 ms prompts with 138 ms of slack (Dynamo's rr-5-45 peak on the H200
 	// profile): 2.8 erlangs need more than 3 engines; equal prompts (cs² 0) need fewer than
 	// exponential ones.
-	det := prefillEngines(45, 0.062, 0.138, 0, 100)
-	exp := prefillEngines(45, 0.062, 0.138, 1, 100)
+	det := prefillEngines(45, 0.062, 0.138, 0, aheadWaitMissShare, 100)
+	exp := prefillEngines(45, 0.062, 0.138, 1, aheadWaitMissShare, 100)
 	require.GreaterOrEqual(t, det, 4)
 	require.GreaterOrEqual(t, exp, det)
-	require.Zero(t, prefillEngines(0, 0.062, 0.138, 1, 100), "no demand, no engine")
-	require.LessOrEqual(t, prefillEngines(45, 0.062, 0.5, 1, 100), det, "more slack never needs more engines")
-	require.GreaterOrEqual(t, prefillEngines(90, 0.062, 0.138, 0, 100), 2*det-1, "twice the demand needs about twice the engines")
-	require.Equal(t, 7, prefillEngines(1e6, 0.062, 0.138, 1, 7), "the limit bounds the search")
+	require.Zero(t, prefillEngines(0, 0.062, 0.138, 1, aheadWaitMissShare, 100), "no demand, no engine")
+	require.LessOrEqual(t, prefillEngines(45, 0.062, 0.5, 1, aheadWaitMissShare, 100), det, "more slack never needs more engines")
+	require.GreaterOrEqual(t, prefillEngines(90, 0.062, 0.138, 0, aheadWaitMissShare, 100), 2*det-1, "twice the demand needs about twice the engines")
+	require.Equal(t, 7, prefillEngines(1e6, 0.062, 0.138, 1, aheadWaitMissShare, 7), "the limit bounds the search")
+	require.LessOrEqual(t, prefillEngines(45, 0.062, 0.138, 0, aheadForeseenWaitMissShare, 100), det, "letting more wait never needs more engines")
+	require.Less(t, prefillEngines(25, 0.058, 0.142, 0, aheadForeseenWaitMissShare, 100), prefillEngines(25, 0.058, 0.142, 0, aheadWaitMissShare, 100),
+		"rr-5-45's mid-rise: 2 engines let 3.5% wait past the slack")
+}
+
+// TestForecast_Margins: the queueing margins are dropped only for a period followed on calm
+// arrivals.
+func TestForecast_Margins(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		f        Forecast
+		share, z float64
+		foreseen bool
+	}{
+		{"followed, calm", Forecast{Trusted: true, Level: 20, Burst: 1}, aheadForeseenWaitMissShare, 0, true},
+		{"followed, bursty", Forecast{Trusted: true, Level: 20, Burst: 3}, aheadWaitMissShare, aheadDecodeSpreadZ, false},
+		{"trend", Forecast{Level: 20}, aheadWaitMissShare, aheadDecodeSpreadZ, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			share, z := tc.f.margins()
+			require.Equal(t, tc.share, share)
+			require.Equal(t, tc.z, z)
+			require.Equal(t, tc.foreseen, tc.f.foreseen())
+		})
+	}
 }
 
 func TestAheadState_Record(t *testing.T) {
