@@ -26,7 +26,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("f", "", "planner config: a .yaml, .yml or .json file, or an inline JSON object (required)")
-	checkProfile := fs.Bool("check-profile", false, "also load profile_results_dir and build the perf models from it")
+	checkProfile := fs.Bool("check-profile", false, "also load profile_results_dir and build the perf models from it, and read load_predictor_warmup_trace, as the Init activity does")
 	printJSON := fs.Bool("print", false, "print the resolved configuration as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner validate -f config.yaml [--check-profile] [--print]")
@@ -62,10 +62,15 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if profile != nil {
+	var warmupNote string
+	if *checkProfile {
 		boot := scaling.ProfileBootstrap(profile, cfg.Mode) // as the Init activity seeds the models
+		var err error
+		if boot.Warmup, warmupNote, err = p.ReadWarmup(); err != nil {
+			return err
+		}
 		if _, err := p.Init(0, boot); err != nil {
-			return fmt.Errorf("bootstrapping the perf models from %s: %w", cfg.ProfileResultsDir, err)
+			return fmt.Errorf("bootstrapping the planner from %s: %w", cfg.ProfileResultsDir, err)
 		}
 	}
 	if *printJSON {
@@ -78,7 +83,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	loops := "load loop every %ds"
 	switch {
 	case cfg.Ahead():
-		fmt.Fprintf(stdout, "  scaling policy ahead every %ds (docs/policy.md), startup assumed %gs until measured; the throughput loop, predictor and thresholds are not used\n",
+		fmt.Fprintf(stdout, "  scaling policy ahead every %ds (docs/policy.md), startup assumed %gs until measured; the throughput loop, predictor (but for its warm-up trace) and thresholds are not used\n",
 			cfg.LoadAdjustmentIntervalSeconds, cfg.StartupPriorSeconds())
 	case cfg.EnableThroughputScaling && cfg.EnableLoadScaling:
 		fmt.Fprintf(stdout, "  throughput loop every %ds (floor), "+loops+"\n", cfg.ThroughputAdjustmentIntervalSeconds, cfg.LoadAdjustmentIntervalSeconds)
@@ -93,6 +98,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "  GPU budget %s, min endpoints prefill %d / decode %d\n", budget(cfg), cfg.PrefillMinEndpoints(), cfg.DecodeMinEndpoints())
 	if profile != nil {
 		fmt.Fprintf(stdout, "  profile: prefill %s, decode %s\n", orNone(profile.PrefillFile), orNone(profile.DecodeFile))
+	}
+	if warmupNote != "" {
+		fmt.Fprintf(stdout, "  warm-up: %s\n", warmupNote)
 	}
 	if cfg.Advisory {
 		fmt.Fprintln(stdout, "  advisory: decisions are recorded, never applied")

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,6 +53,19 @@ func TestValidateCommand(t *testing.T) {
 	code, _, errOut = runCLI("validate", "-f", "../../config/testdata/bad/legacy_refused.yaml")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "line 2: min-gpu-budget: Dynamo's older load planner's minimum GPUs per worker type has no equivalent here")
+
+	// --check-profile also reads the warm-up trace, as the Init activity does.
+	trace := filepath.Join(t.TempDir(), "warmup.jsonl")
+	require.NoError(t, os.WriteFile(trace, []byte(`{"timestamp": 0, "input_length": 3000, "output_length": 300}
+{"timestamp": 90000, "input_length": 3000, "output_length": 300}
+`), 0o600))
+	warm := fmt.Sprintf(`{"optimization_target": "sla", "scaling_policy": "ahead", "profile_results_dir": "../../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1", "load_predictor_warmup_trace": %q}`, trace)
+	code, out, errOut = runCLI("validate", "-f", warm, "--check-profile")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "warm-up: ahead's traffic history warmed with the last 90 s of "+trace+" (90 s, 2 requests)")
+	code, _, errOut = runCLI("validate", "-f", strings.Replace(warm, trace, trace+".missing", 1), "--check-profile")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "load_predictor_warmup_trace: predict: read trace")
 
 	code, _, errOut = runCLI("validate", "-f", `{"optimization_target": "sla", "profile_results_dir": "/nonexistent"}`, "--check-profile")
 	require.Equal(t, 1, code)
