@@ -24,8 +24,9 @@ func (p *Planner) UsesWarmup() bool {
 
 // ReadWarmup reads the trace load_predictor_warmup_trace names, for Bootstrap.Warmup, when
 // the configured policy uses it (nil and no error otherwise), and a note saying what it
-// warms, or why it was not read (no note when the key is unset). The workflow's Init activity and the replay both start from it, so both paths
-// decide alike.
+// warms, or why it was not read (no note when the key is unset). The workflow's Init
+// activity and the replay both start from it, so both paths decide alike. An empty trace is
+// an error, not a cold start.
 func (p *Planner) ReadWarmup() ([]predict.Request, string, error) {
 	if p.cfg.LoadPredictorWarmupTrace == nil {
 		return nil, "", nil
