@@ -42,7 +42,10 @@ func (p *Planner) ReadWarmup() ([]predict.Request, string, error) {
 	if len(reqs) == 0 {
 		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: no requests", path)
 	}
-	span := reqs[len(reqs)-1].Arrival
+	if err := p.checkWarmup(reqs); err != nil {
+		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: %w", path, err)
+	}
+	span := reqs[len(reqs)-1].Arrival - reqs[0].Arrival
 	if p.cfg.Ahead() {
 		keep := AheadHistoryBuckets * AheadBucket(p.cfg.StartupPriorSeconds(), p.loadI)
 		return reqs, fmt.Sprintf("ahead's traffic history warmed with the last %.0f s of %s (%.0f s, %d requests)", math.Min(span, keep), path, span, len(reqs)), nil
@@ -62,32 +65,45 @@ func (p *Planner) checkWarmup(reqs []predict.Request) error {
 	return nil
 }
 
-// warm fills an empty history with a warm-up trace taken to end at now (the planner's
-// start): its last AheadHistoryBuckets buckets, one load interval at a time, as live ticks
-// would have recorded them. Only the traffic is warmed — the forecasts, the needs and what
-// the engines showed are learned live — so the forecast's own misses are measured from the
-// first live forecasts on, and the first scale-down still waits for the trend window of live
-// traffic (LiveS).
+// warm fills an empty history with a warm-up trace (in arrival order) taken to end at now
+// (the planner's start): the load intervals of its newest AheadHistoryBuckets buckets,
+// counted back from its last request, one at a time as live ticks would have recorded them
+// (ending at now, now − interval, …, on the live ticks' grid). Only the traffic is warmed —
+// the forecasts, the needs (so the deployment found at the start is not taken as the first
+// bucket's need: the traffic before the start is known) and what the engines showed are
+// learned live — so the forecast's own misses are measured from the first live forecasts
+// on, and the first scale-down still waits for the trend window of live traffic (LiveS).
+// Arrivals are only compared with the last one, so a trace whose timestamps are far from
+// zero, or span years, costs no more than its requests and the history's intervals.
 func (a *AheadState) warm(now, interval float64, reqs []predict.Request) {
 	if len(reqs) == 0 || !(interval > 0) || !(a.BucketS > 0) {
 		return
 	}
 	end := reqs[len(reqs)-1].Arrival
-	// Whole intervals ending with the trace's last request's interval, which ends at now.
-	last := math.Floor(end / interval)
-	first := math.Max(math.Floor(reqs[0].Arrival/interval), last-math.Ceil(AheadHistoryBuckets*a.BucketS/interval)+1)
-	var from int
-	for from < len(reqs) && reqs[from].Arrival < first*interval {
-		from++
+	n := int(math.Ceil(AheadHistoryBuckets * a.BucketS / interval)) // intervals kept
+	count, isl, osl := make([]float64, n), make([]float64, n), make([]float64, n)
+	oldest := 0
+	for i := len(reqs) - 1; i >= 0; i-- {
+		ago := end - reqs[i].Arrival
+		if !(ago >= 0) || ago >= float64(n)*interval {
+			break // older than the history (or out of order)
+		}
+		j := min(n-1, int(ago/interval))
+		count[j]++
+		isl[j] += float64(reqs[i].InputTokens)
+		osl[j] += float64(reqs[i].OutputTokens)
+		oldest = max(oldest, j)
+	}
+	if ago := end - reqs[0].Arrival; ago >= float64(n)*interval {
+		oldest = n - 1 // the trace covers the whole history, quiet at its start or not
 	}
 	a.Warmed = true
-	shift := now - (last+1)*interval
-	wins := predict.Bucket(reqs[from:], interval)
-	for k := first; k < math.Floor(wins[0].Start/interval); k++ {
-		a.record(shift+(k+1)*interval, interval, 0, 0, 0) // observed, and quiet
-	}
-	for _, w := range wins {
-		a.record(shift+w.Start+interval, interval, float64(w.Count), w.AvgISL, w.AvgOSL)
+	for j := oldest; j >= 0; j-- {
+		var meanISL, meanOSL float64
+		if count[j] > 0 {
+			meanISL, meanOSL = isl[j]/count[j], osl[j]/count[j]
+		}
+		a.record(now-float64(j)*interval, interval, count[j], meanISL, meanOSL)
 	}
 }
 

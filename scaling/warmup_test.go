@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -68,6 +69,18 @@ func TestAheadState_Warm(t *testing.T) {
 	require.Equal(t, 1.0, floats.Sum(b.Count), "only the last request is within the history")
 	require.Equal(t, 30.0, b.Covered[0], "the quiet hour before it is observed")
 
+	// Timestamps far from zero (or years apart) cost no more than the history: only the
+	// requests within it are counted, against the last one.
+	far := AheadState{BucketS: 30}
+	far.warm(0, 5, []predict.Request{{Arrival: 5e16, InputTokens: 10, OutputTokens: 1}, {Arrival: 5e16 + 3000, InputTokens: 10, OutputTokens: 1}})
+	require.Len(t, far.Count, 101, "3000 s back from the last request, in the 30 s buckets ending at now")
+	require.Equal(t, 2.0, floats.Sum(far.Count))
+	require.Equal(t, 1.0, far.Count[len(far.Count)-1], "the last request ends the history")
+	huge := AheadState{BucketS: 30}
+	huge.warm(0, 5, []predict.Request{{Arrival: 0}, {Arrival: 1e300}})
+	require.Len(t, huge.Count, AheadHistoryBuckets)
+	require.Equal(t, 1.0, floats.Sum(huge.Count))
+
 	// Nothing to warm with: the history stays empty.
 	var c AheadState
 	c.BucketS = 30
@@ -101,9 +114,19 @@ func TestAhead_WarmStart(t *testing.T) {
 	require.Regexp(t, `period [36]00 s \(r [0-9.]+\) → [0-9.]+ followed`, notes, "the period is known from the warm-up")
 	require.Contains(t, notes, "5 s of traffic observed, less than")
 	require.Equal(t, ReasonScaleDownStabilizing, warmDiag.LoadReasonPrefill, notes)
+	// A foreseen demand sizes without the queueing margins: 10% may wait past the TTFT
+	// slack, and the decode pool runs its whole SLA batch; a cold forecast keeps them.
+	require.Contains(t, notes, "for 90%")
+	batch := regexp.MustCompile(`batch (\d+) of (\d+) `).FindStringSubmatch(notes)
+	require.Len(t, batch, 3, notes)
+	require.Equal(t, batch[2], batch[1], "no Poisson spread kept under the SLA batch")
 	coldNotes := strings.Join(coldDiag.Notes, "\n")
 	require.NotContains(t, coldNotes, "period")
 	require.Contains(t, coldNotes, "5 s of traffic observed, less than")
+	require.Contains(t, coldNotes, "for 98%")
+	batch = regexp.MustCompile(`batch (\d+) of (\d+) `).FindStringSubmatch(coldNotes)
+	require.Len(t, batch, 3, coldNotes)
+	require.NotEqual(t, batch[2], batch[1], "b + √b under the SLA batch")
 
 	// Past the trend window of live traffic, the warmed planner scales down.
 	var down float64
@@ -121,6 +144,9 @@ func TestAhead_WarmStart(t *testing.T) {
 func TestPlanner_ReadWarmup(t *testing.T) {
 	path := writeTrace(t, sinusoidTrace(600, 300, 2, 20))
 	missing := filepath.Join(t.TempDir(), "none.jsonl")
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	years := writeTrace(t, []predict.Request{{Arrival: 0, InputTokens: 10, OutputTokens: 1}, {Arrival: 1e10, InputTokens: 10, OutputTokens: 1}})
 	for _, tc := range []struct {
 		name   string
 		mutate func(*config.Config)
@@ -143,6 +169,12 @@ func TestPlanner_ReadWarmup(t *testing.T) {
 		}},
 		{name: "unreadable", err: "load_predictor_warmup_trace", mutate: func(c *config.Config) {
 			c.ScalingPolicy, c.LoadPredictorWarmupTrace = config.PolicyAhead, &missing
+		}},
+		{name: "empty", err: "no requests", mutate: func(c *config.Config) {
+			c.ScalingPolicy, c.LoadPredictorWarmupTrace = config.PolicyAhead, &empty
+		}},
+		{name: "years for the predictors", err: "100000 windows of 60 s at most", mutate: func(c *config.Config) {
+			c.EnableThroughputScaling, c.ThroughputAdjustmentIntervalSeconds, c.LoadPredictorWarmupTrace = true, 60, &years
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
