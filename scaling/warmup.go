@@ -8,14 +8,15 @@ import (
 )
 
 // MaxWarmupWindows bounds the throughput-interval windows a warm-up trace may span for
-// Dynamo's predictors (100,000: 69 days at Dynamo's 60 s interval): a trace whose two
-// requests are years apart is refused, not bucketed into billions of empty windows.
+// Dynamo's predictors (100,000: 208 days at Dynamo's default 180 s interval, 69 at 60 s): a
+// trace whose two requests are years apart is refused, not bucketed into billions of empty
+// windows.
 const MaxWarmupWindows = 100_000
 
-// UsesWarmup reports whether the configured policy reads load_predictor_warmup_trace:
+// usesWarmup reports whether the configured policy reads load_predictor_warmup_trace:
 // Dynamo's throughput-loop predictors (optimization_target sla, throughput scaling on) and
 // the ahead policy's traffic history. Other configurations ignore the key.
-func (p *Planner) UsesWarmup() bool {
+func (p *Planner) usesWarmup() bool {
 	if p.cfg.LoadPredictorWarmupTrace == nil || !p.sla() {
 		return false
 	}
@@ -31,7 +32,7 @@ func (p *Planner) ReadWarmup() ([]predict.Request, string, error) {
 	if p.cfg.LoadPredictorWarmupTrace == nil {
 		return nil, "", nil
 	}
-	if !p.UsesWarmup() {
+	if !p.usesWarmup() {
 		return nil, fmt.Sprintf("load_predictor_warmup_trace not read: %s", p.warmupUnused()), nil
 	}
 	path := *p.cfg.LoadPredictorWarmupTrace

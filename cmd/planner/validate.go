@@ -65,12 +65,11 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	var warmupNote string
 	if *checkProfile {
 		boot := scaling.ProfileBootstrap(profile, cfg.Mode) // as the Init activity seeds the models
-		var err error
 		if boot.Warmup, warmupNote, err = p.ReadWarmup(); err != nil {
 			return err
 		}
 		if _, err := p.Init(0, boot); err != nil {
-			return fmt.Errorf("bootstrapping the planner from %s: %w", cfg.ProfileResultsDir, err)
+			return fmt.Errorf("bootstrapping the perf models from %s: %w", cfg.ProfileResultsDir, err)
 		}
 	}
 	if *printJSON {

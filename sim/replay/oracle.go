@@ -348,8 +348,9 @@ func Oracle(reqs []predict.Request, o OracleOptions) (OracleResult, error) {
 // when none within MaxTotal does, the split of the whole total with the most goodput over
 // those requests (Feasible false). The search: the smallest prefill count meeting the TTFT
 // SLA at the target rate, then the smallest decode count meeting both (with more prefill
-// when no decode count does), by bisection over full replays. Smallest is per role, so it is the smallest total when the
-// roles' needs are independent, which they nearly are (decode only sees prefill's timing).
+// when no decode count does), by bisection over full replays. Smallest is per role, so it
+// is the smallest total when the roles' needs are independent, which they nearly are
+// (decode only sees prefill's timing).
 func BestStatic(reqs []predict.Request, o OracleOptions) (StaticResult, error) {
 	if err := o.validate(); err != nil {
 		return StaticResult{}, err
