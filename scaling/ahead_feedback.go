@@ -59,7 +59,8 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // settled — no scale-up of it under way: a miss while engines start is the forecast's lag,
 // which more headroom would not have met, where a miss on a settled pool says the sizing
 // models are optimistic for this traffic (bursts sharper than the queueing model's, a
-// perf model slower than it says). While more than aheadMissBudget of the recent requests
+// perf model slower than it says) — and the demand within the forecast the ready pool was
+// ordered on (outranForecast: beyond it, the miss is the forecast's, not the sizing's). While more than aheadMissBudget of the recent requests
 // were missed, each missed interval adds a step of headroom (aheadHeadroomStep of the need,
 // up to aheadMaxHeadroom), at most one a lead time (it takes that long to show); once under
 // half the budget it is lowered a step at a time, each after aheadFeedbackLeads lead times
@@ -82,7 +83,7 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	default:
 		missed = over(tr.ITLMs, t.p.cfg.ITLMs)
 	}
-	missed = missed && num > 0 && t.settled(c)
+	missed = missed && num > 0 && t.settled(c) && !t.outranForecast(lead)
 	m := 0.0
 	if missed {
 		m = num
@@ -100,6 +101,28 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 		return 0
 	}
 	return max(1, int(math.Ceil(f.Headroom*float64(n)-1e-9)))
+}
+
+// outranForecast reports whether the demand's level (its rate over the level window, as the
+// forecast measures it) exceeds the forecast made a lead time before (the newest bucket's at
+// that time, before its own misses were added): the capacity ready now was ordered on it, so
+// a miss at a level beyond it is the forecast's — which forecastMiss raises the forecast for
+// — not the sizing's. Counted by the SLO feedback too, a level shift no forecast could
+// foresee (a step from 4 to 24 req/s) added a quarter of the need for the twenty minutes
+// after the pool had caught up with it. The level, not the interval's rate: a burst within
+// the level window is for the sizing's margins and the feedback to cover. False when that
+// forecast or the level is unknown (the first lead time, a gap in the history).
+func (t *tick) outranForecast(lead float64) bool {
+	a := t.st.Ahead
+	if a == nil || !(a.BucketS > 0) || !(lead > 0) {
+		return false
+	}
+	b := len(a.Count) - 1 - int(math.Ceil(lead/a.BucketS))
+	if b < 0 || b >= len(a.Forecast) || !(a.Forecast[b] > 0) {
+		return false
+	}
+	n, _, _, cov := a.recent(a.levelWindow(t.p.loadI))
+	return cov > 0 && n/cov > a.Forecast[b]
 }
 
 // settled reports whether pool c has no scale-up under way: its target is no more than its

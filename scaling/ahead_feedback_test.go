@@ -62,6 +62,28 @@ func TestSLOHeadroom(t *testing.T) {
 	}
 	require.InDelta(t, 0, st.Ahead.FeedbackPrefill.share(), 1e-12)
 
+	// Nor at a level beyond the forecast the ready pool was ordered on, a lead time before:
+	// that miss is the forecast's. At a level of 20 req/s, a forecast of 15 then was outrun;
+	// one of 25 was not, and the same miss counts — also when the interval itself (a burst
+	// within the level window) ran at 40 req/s.
+	for _, tc := range []struct {
+		forecast, interval float64
+		counted            bool
+	}{{15, 20, false}, {25, 20, true}, {25, 40, true}, {0, 20, true}} {
+		p, st = aheadPlanner(t)
+		st.Ahead.BucketS = 30
+		st.Ahead.Count = make([]float64, 10)
+		st.Ahead.Covered = make([]float64, 10)
+		st.Ahead.ISL, st.Ahead.OSL = make([]float64, 10), make([]float64, 10)
+		st.Ahead.Forecast = make([]float64, 10)
+		st.Ahead.Count[9], st.Ahead.Covered[9] = 600, 30 // the level: 20 req/s
+		st.Ahead.Forecast[10-1-3] = tc.forecast          // ⌈65 / 30⌉ = 3 buckets before the newest
+		k := tk(5, 4, 4, 500)
+		k.in.Traffic.NumReq = ptr(tc.interval * k.in.Traffic.DurationS)
+		k.sloHeadroom(Prefill, 4, lead)
+		require.Equal(t, tc.counted, st.Ahead.FeedbackPrefill.Missed > 0, "a forecast of %v req/s (0: unknown), the interval at %v", tc.forecast, tc.interval)
+	}
+
 	// Nor while a connector that leaves the target unknown reports the pool scaling.
 	p, st = aheadPlanner(t)
 	for now := 5.0; now <= 600; now += 5 {
