@@ -79,17 +79,22 @@ BENCH_OUT := bench-sim-out
 # The robustness benchmark's cases: seed 3 was not looked at while the ahead policy was tuned (seed 1 was, and seed 2's case 19).
 ROBUST_CASES := 20
 ROBUST_SEED := 3
+# The synthetic shapes (steps, ramps, flash crowds, on/off waves: docs/simulate.md), on the same seed.
+SHAPES_CASES := 10
 
 .PHONY: bench-sim
 bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 15.5 minutes on 2 cores (4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
-	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md; mkdir -p $(BENCH_OUT)
+	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md; mkdir -p $(BENCH_OUT)
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
-	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md 'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"} \
+	@$(TOOLS)/planner robustness --sources shapes --cases $(SHAPES_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/shapes.json > $(BENCH_OUT)/shapes.md || exit 1
+	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md \
+		'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"; while((getline l < h)>0) u=u l "\n"} \
 		/<!-- results:begin -->/{print; printf "%s", r; skip=1; next} /<!-- results:end -->/{skip=0} \
-		/<!-- robust:begin -->/{print; printf "%s", q; skip=1; next} /<!-- robust:end -->/{skip=0} !skip' \
+		/<!-- robust:begin -->/{print; printf "%s", q; skip=1; next} /<!-- robust:end -->/{skip=0} \
+		/<!-- shapes:begin -->/{print; printf "%s", u; skip=1; next} /<!-- shapes:end -->/{skip=0} !skip' \
 		docs/benchmarks.md > $(BENCH_OUT)/benchmarks.md && mv $(BENCH_OUT)/benchmarks.md docs/benchmarks.md
 	@echo "docs/benchmarks.md regenerated ($$(git diff --stat -- docs/benchmarks.md 2>/dev/null | tail -1 || true)); reports in $(BENCH_OUT)/"
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/llmplanner/planner/sim/evaluate"
 )
@@ -28,6 +30,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		seed           uint64
 		data, profile  string
 		out, policies  string
+		sources        string
 		oracle, asJSON bool
 		static         bool
 		quiet          bool
@@ -35,7 +38,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	)
 	fs := flag.NewFlagSet("robustness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through azure-code, mooncake-conversation, mooncake-synthetic, sinusoid, servegen")
+	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through the sources")
+	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the cases: the same seed gives the same cases and scores")
 	fs.StringVar(&data, "data", filepath.Join("..", "shared", "data", "traces"), "folder of the shared traces")
 	fs.StringVar(&profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
@@ -68,8 +72,16 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	rp := evaluate.RobustPlan{Cases: cases, Seed: seed, DataDir: data, Profile: prof, Policies: splitList(policies),
+	rp := evaluate.RobustPlan{Cases: cases, Seed: seed, DataDir: data, Profile: prof, Policies: splitList(policies), Sources: splitList(sources),
 		Oracle: oracle, NoStatic: !static, Parallel: parallel}
+	if len(rp.Sources) == 0 {
+		return fmt.Errorf("robustness: --sources: none given (have %s)", strings.Join(evaluate.AllRobustSources, ", "))
+	}
+	for _, src := range rp.Sources {
+		if !slices.Contains(evaluate.AllRobustSources, src) {
+			return fmt.Errorf("robustness: --sources: unknown source %q (have %s)", src, strings.Join(evaluate.AllRobustSources, ", "))
+		}
+	}
 	for _, p := range rp.Policies {
 		if !evaluate.IsBuiltin(p) {
 			return fmt.Errorf("robustness: --policies: %q is not a built-in policy (%v)", p, evaluate.BuiltinPolicies)

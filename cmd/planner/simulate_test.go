@@ -173,3 +173,23 @@ func TestSimulate_PrefixReuse(t *testing.T) {
 	require.Zero(t, off.Rows[0].PrefixHitShare)
 	require.Less(t, on.Rows[0].TTFT.P50, off.Rows[0].TTFT.P50)
 }
+
+// TestRobustness_FlagErrors: a bad --sources or --policies is refused before any case runs.
+func TestRobustness_FlagErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown source": {[]string{"--sources", "azure-code,spiky"}, `unknown source "spiky"`},
+		"no source":      {[]string{"--sources", " , "}, "none given"},
+		"unknown policy": {[]string{"--sources", "shapes", "--policies", "mine"}, `"mine" is not a built-in policy`},
+		"arguments":      {[]string{"extra"}, "unexpected arguments"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runRobustness(context.Background(), tc.args, &stdout, &stderr)
+			require.ErrorContains(t, err, tc.want)
+			require.Empty(t, stdout.String(), "nothing run")
+		})
+	}
+}

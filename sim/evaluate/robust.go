@@ -24,10 +24,18 @@ const (
 	SourceMooncakeSynth = "mooncake-synthetic"
 	SourceSinusoid      = "sinusoid"
 	SourceServeGen      = "servegen"
+	// SourceShapes is the synthetic level shifts no shared trace has — a step up and back, a
+	// ramp up or down, a flash crowd, an on/off square wave — drawn per case: not in the
+	// default cycle (RobustSources), so the default cases stay those of earlier editions;
+	// asked for with RobustPlan.Sources (`planner robustness --sources shapes`).
+	SourceShapes = "shapes"
 )
 
-// RobustSources are the sources in the order cases cycle through them.
+// RobustSources are the sources the cases cycle through by default, in that order.
 var RobustSources = []string{SourceAzureCode, SourceMooncakeConv, SourceMooncakeSynth, SourceSinusoid, SourceServeGen}
+
+// AllRobustSources are every source a plan may cycle through.
+var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes)
 
 // RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
 // minute window, a 1–8× rate scale) on which the policies, the best static deployment and
@@ -40,6 +48,8 @@ type RobustPlan struct {
 	Profile *perf.Profile
 	// Policies are built-in policy names (default: ahead, dynamo-sla).
 	Policies []string
+	// Sources are the trace sources the cases cycle through (default: RobustSources).
+	Sources []string
 	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
 	Oracle bool
 	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
@@ -77,7 +87,7 @@ type RobustReport struct {
 // for sinusoids, a short-prompt chat SLA for ServeGen's language model).
 var robustSLA = map[string]SLA{
 	SourceAzureCode: {300, 10}, SourceMooncakeConv: {1000, 25}, SourceMooncakeSynth: {1000, 25},
-	SourceSinusoid: {200, 10}, SourceServeGen: {200, 10},
+	SourceSinusoid: {200, 10}, SourceServeGen: {200, 10}, SourceShapes: {300, 10},
 }
 
 // robustMaxContext is the engines' context: longer requests are dropped, as in the scenarios.
@@ -103,11 +113,20 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		traces[file] = r
 		return r, nil
 	}
+	sources := rp.Sources
+	if len(sources) == 0 {
+		sources = RobustSources
+	}
+	for _, src := range sources {
+		if !slices.Contains(AllRobustSources, src) {
+			return nil, fmt.Errorf("evaluate: robustness: unknown source %q (have %s)", src, strings.Join(AllRobustSources, ", "))
+		}
+	}
 	var series []predict.RateSeries
 	var out []robustInput
 	for i := range rp.Cases {
 		rng := rand.New(rand.NewPCG(rp.Seed, uint64(i)))
-		src := RobustSources[i%len(RobustSources)]
+		src := sources[i%len(sources)]
 		length := 600 + 1200*rng.Float64() // 10–30 minutes replayed
 		scale := 1 + 7*rng.Float64()
 		in := robustInput{source: src, sla: robustSLA[src], scale: scale}
@@ -123,6 +142,15 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			}
 			in.scale = 1
 			in.reqs, in.detail = reqs, fmt.Sprintf("sinusoid %.0f–%.0f req/s, period %.0f s, %.0f s, ISL 3000 OSL 300", lo, hi, period, length)
+		case SourceShapes:
+			rates, detail := shapeRates(rng, length)
+			reqs, err := loadgen.FromRates(loadgen.RatesOptions{Rates: rates, StepS: shapeStepS, DurationS: math.Round(length),
+				MeanISL: 2000, MeanOSL: 200, MaxTokens: robustMaxContext, Seed: rp.Seed*1000 + uint64(i)})
+			if err != nil {
+				return nil, err
+			}
+			in.scale = 1
+			in.reqs, in.detail = reqs, fmt.Sprintf("%s, %.0f s, ISL/OSL exponential 2000/200", detail, length)
 		case SourceServeGen:
 			if series == nil {
 				s, err := predict.ReadServeGenAggregate(filepath.Join(rp.DataDir, "servegen_aggregate_10min.csv"))
@@ -191,6 +219,63 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// shapeStepS is the step of a shape's rate series: a step or a flash crowd's onset lands
+// within it.
+const shapeStepS = 5
+
+// shapeRates draws one of the synthetic shapes over length seconds: its request rate per
+// shapeStepS and a description. Each goes between a low rate of 1–5 req/s and a high one
+// 10–40 req/s above it, with no warning a forecast could read: a step up and back down; a
+// linear ramp up or down; a flash crowd (the high rate at once, decaying exponentially over
+// 1–5 minutes); an on/off square wave (a 3–10 minute period, on 40% of it).
+func shapeRates(rng *rand.Rand, length float64) ([]float64, string) {
+	lo := 1 + 4*rng.Float64()
+	hi := lo + 10 + 30*rng.Float64()
+	n := int(math.Ceil(length / shapeStepS))
+	rates := make([]float64, n)
+	at := func(k int) float64 { return (float64(k) + 0.5) * shapeStepS }
+	var detail string
+	switch kind := rng.IntN(5); kind {
+	case 0:
+		up, down := (0.2+0.2*rng.Float64())*length, (0.6+0.2*rng.Float64())*length
+		for k := range rates {
+			rates[k] = lo
+			if t := at(k); t >= up && t < down {
+				rates[k] = hi
+			}
+		}
+		detail = fmt.Sprintf("step %.1f → %.1f req/s at %.0f s, back at %.0f s", lo, hi, up, down)
+	case 1, 2:
+		from, to := lo, hi
+		if kind == 2 {
+			from, to = hi, lo
+		}
+		for k := range rates {
+			rates[k] = from + (to-from)*math.Min(1, at(k)/length)
+		}
+		detail = fmt.Sprintf("ramp %.1f → %.1f req/s", from, to)
+	case 3:
+		onset, tau := (0.2+0.3*rng.Float64())*length, 60+240*rng.Float64()
+		for k := range rates {
+			rates[k] = lo
+			if t := at(k); t >= onset {
+				rates[k] += (hi - lo) * math.Exp(-(t-onset)/tau)
+			}
+		}
+		detail = fmt.Sprintf("flash crowd %.1f → %.1f req/s at %.0f s, decaying over %.0f s", lo, hi, onset, tau)
+	default:
+		period := 180 + 420*rng.Float64()
+		for k := range rates {
+			rates[k] = lo
+			if math.Mod(at(k), period) < 0.4*period {
+				rates[k] = hi
+			}
+		}
+		detail = fmt.Sprintf("on/off %.1f ↔ %.1f req/s, period %.0f s (on 40%%)", hi, lo, period)
+	}
+	return rates, detail
 }
 
 // robustInput is one case's drawn trace.

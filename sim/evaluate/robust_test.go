@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,60 @@ func TestRobustCases_SeededAndBounded(t *testing.T) {
 	require.ErrorContains(t, err, "cases")
 	_, err = RobustPlan{Cases: 1, DataDir: t.TempDir()}.cases()
 	require.Error(t, err, "no traces")
+}
+
+// TestRobustCases_Shapes: the synthetic shapes are a source of their own, asked for by name;
+// each case's rate series has the shape its description names, and an unknown source is an
+// error before any case is drawn.
+func TestRobustCases_Shapes(t *testing.T) {
+	rp := RobustPlan{Cases: 40, Seed: 3, DataDir: t.TempDir(), Sources: []string{SourceShapes}}
+	cases, err := rp.cases()
+	require.NoError(t, err, "the shapes need no trace file")
+	kinds := map[string]int{}
+	for _, in := range cases {
+		require.Equal(t, SourceShapes, in.source)
+		kind := strings.Fields(in.detail)[0]
+		kinds[kind]++
+		// The arrivals' rate over the first and the last 20% of the window and its middle,
+		// and the highest and lowest over 30 s windows: a step is low-high-low, a ramp
+		// monotone, a flash crowd and an on/off wave at least twice as fast at their highest.
+		end := in.reqs[len(in.reqs)-1].Arrival
+		rate := func(from, to float64) float64 {
+			var n float64
+			for _, r := range in.reqs {
+				if r.Arrival >= from && r.Arrival < to {
+					n++
+				}
+			}
+			return n / (to - from)
+		}
+		first, middle, last := rate(0, 0.2*end), rate(0.4*end, 0.6*end), rate(0.8*end, end)
+		highest, lowest := 0.0, math.Inf(1)
+		for from := 0.0; from+30 <= end; from += 10 {
+			r := rate(from, from+30)
+			highest, lowest = math.Max(highest, r), math.Min(lowest, r)
+		}
+		switch kind {
+		case "step":
+			require.Greater(t, middle, 2*first, in.detail)
+			require.Greater(t, middle, 2*last, in.detail)
+		case "ramp":
+			require.True(t, (first < middle && middle < last) || (first > middle && middle > last), "%s: %.1f %.1f %.1f", in.detail, first, middle, last)
+		case "flash":
+			require.Greater(t, highest, 2*first, in.detail)
+		case "on/off":
+			require.Greater(t, highest, 2*lowest, in.detail)
+		default:
+			t.Fatalf("unknown shape %q", in.detail)
+		}
+		for _, r := range in.reqs {
+			require.LessOrEqual(t, r.InputTokens+r.OutputTokens, robustMaxContext, in.detail)
+		}
+	}
+	require.Len(t, kinds, 4, "every shape is drawn in 40 cases: %v", kinds)
+
+	_, err = RobustPlan{Cases: 1, DataDir: t.TempDir(), Sources: []string{"spiky"}}.cases()
+	require.ErrorContains(t, err, `unknown source "spiky"`)
 }
 
 func TestRobustness_EndToEnd(t *testing.T) {
