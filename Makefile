@@ -90,6 +90,8 @@ bench-sim: ## Score the policies on every scenario against the oracle and baseli
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
 	@$(TOOLS)/planner robustness --sources shapes --cases $(SHAPES_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/shapes.json > $(BENCH_OUT)/shapes.md || exit 1
+	@for m in results robust shapes; do grep -q "<!-- $$m:begin -->" docs/benchmarks.md && grep -q "<!-- $$m:end -->" docs/benchmarks.md \
+		|| { echo "docs/benchmarks.md: the <!-- $$m:begin/end --> markers are missing; nothing rewritten" >&2; exit 1; }; done
 	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md \
 		'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"; while((getline l < h)>0) u=u l "\n"} \
 		/<!-- results:begin -->/{print; printf "%s", r; skip=1; next} /<!-- results:end -->/{skip=0} \

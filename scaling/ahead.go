@@ -197,6 +197,11 @@ type AheadState struct {
 	// bucket's last tick, before its own misses were added (0: none made): what the
 	// forecast's misses are measured on (forecastMiss).
 	Forecast []float64 `json:"forecast,omitempty"`
+	// Sized is, per bucket (aligned with Count), the demand the pools were sized for at the
+	// bucket's last tick: the forecast with its own misses (0: none made, or a state from
+	// before it was kept). The SLO feedback does not count a miss at a level beyond it
+	// (outranForecast).
+	Sized []float64 `json:"sized,omitempty"`
 }
 
 func (a *AheadState) clone() *AheadState {
@@ -216,7 +221,7 @@ func (a *AheadState) clone() *AheadState {
 		c.FeedbackDecode = ptr(*a.FeedbackDecode)
 	}
 	c.NeedPrefill, c.NeedDecode = slices.Clone(a.NeedPrefill), slices.Clone(a.NeedDecode)
-	c.Forecast = slices.Clone(a.Forecast)
+	c.Forecast, c.Sized = slices.Clone(a.Forecast), slices.Clone(a.Sized)
 	if a.UpPrefill != nil {
 		c.UpPrefill = ptr(*a.UpPrefill)
 	}
@@ -239,7 +244,7 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 	if idx >= len(a.Count)+AheadHistoryBuckets {
 		// A gap longer than the history: start again.
 		a.Count, a.ISL, a.OSL, a.Covered, a.Recent, a.RecentBucket = nil, nil, nil, nil, nil, nil
-		a.NeedPrefill, a.NeedDecode, a.Forecast = nil, nil, nil
+		a.NeedPrefill, a.NeedDecode, a.Forecast, a.Sized = nil, nil, nil, nil
 		a.T0 = math.Floor(mid/a.BucketS) * a.BucketS
 		idx = 0
 	}
@@ -261,6 +266,7 @@ func (a *AheadState) record(now, dur, n, isl, osl float64) {
 		a.NeedPrefill = a.NeedPrefill[min(drop, len(a.NeedPrefill)):]
 		a.NeedDecode = a.NeedDecode[min(drop, len(a.NeedDecode)):]
 		a.Forecast = a.Forecast[min(drop, len(a.Forecast)):]
+		a.Sized = a.Sized[min(drop, len(a.Sized)):]
 		for i := range a.RecentBucket {
 			a.RecentBucket[i] -= drop
 		}
@@ -518,13 +524,23 @@ func (a *AheadState) horizon(lead, interval float64) float64 {
 }
 
 // recordForecast notes the demand rate the forecast gave at this tick, before its own misses
-// were added, as the newest bucket's (its last tick's stands).
-func (a *AheadState) recordForecast(rate float64) {
+// were added (rate) and with them (sized), as the newest bucket's (its last tick's stand).
+func (a *AheadState) recordForecast(rate, sized float64) {
 	for len(a.Forecast) < len(a.Count) {
 		a.Forecast = append(a.Forecast, 0)
 	}
-	if last := len(a.Count) - 1; last >= 0 && finite(rate) && rate > 0 {
+	for len(a.Sized) < len(a.Count) {
+		a.Sized = append(a.Sized, 0)
+	}
+	last := len(a.Count) - 1
+	if last < 0 {
+		return
+	}
+	if finite(rate) && rate > 0 {
 		a.Forecast[last] = rate
+	}
+	if finite(sized) && sized > 0 {
+		a.Sized[last] = sized
 	}
 }
 
@@ -911,7 +927,7 @@ func (t *tick) ahead() Decision {
 	if !ok {
 		return hold(ReasonNoTrafficData, "no traffic history yet: holding")
 	}
-	a.recordForecast(f.Rate - f.Missed)
+	a.recordForecast(f.Rate-f.Missed, f.Rate)
 	if f.ISL == 0 && t.st.LastISL != nil {
 		f.ISL, f.OSL = *t.st.LastISL, *t.st.LastOSL
 	}

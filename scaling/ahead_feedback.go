@@ -104,25 +104,32 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 }
 
 // outranForecast reports whether the demand's level (its rate over the level window, as the
-// forecast measures it) exceeds the forecast made a lead time before (the newest bucket's at
-// that time, before its own misses were added): the capacity ready now was ordered on it, so
-// a miss at a level beyond it is the forecast's — which forecastMiss raises the forecast for
-// — not the sizing's. Counted by the SLO feedback too, a level shift no forecast could
-// foresee (a step from 4 to 24 req/s) added a quarter of the need for the twenty minutes
-// after the pool had caught up with it. The level, not the interval's rate: a burst within
-// the level window is for the sizing's margins and the feedback to cover. False when that
-// forecast or the level is unknown (the first lead time, a gap in the history).
+// forecast measures it) exceeds the demand the pools were sized for a lead time or more
+// before (Sized: the forecast with its own misses, at the last tick of the newest bucket that
+// old): the capacity ready now was ordered on it, so a miss at a level beyond it is the
+// forecast's — which forecastMiss raises the forecast for — not the sizing's. Counted by the
+// SLO feedback too, a level shift no forecast could foresee (a step from 4 to 24 req/s) added
+// a quarter of the need for the twenty minutes after the pool had caught up with it. The
+// level, not the interval's rate: a burst within the level window is for the sizing's
+// margins and the feedback to cover. False when that demand or the level is unknown (the
+// first lead times, a gap in the history, a state from before Sized was kept).
 func (t *tick) outranForecast(lead float64) bool {
 	a := t.st.Ahead
-	if a == nil || !(a.BucketS > 0) || !(lead > 0) {
+	if a == nil || !(a.BucketS > 0) || !(lead > 0) || math.IsInf(lead, 0) {
 		return false
 	}
-	b := len(a.Count) - 1 - int(math.Ceil(lead/a.BucketS))
-	if b < 0 || b >= len(a.Forecast) || !(a.Forecast[b] > 0) {
+	// The newest bucket whose last tick is at least lead old: the one ⌈lead / bucket⌉ + 1
+	// before the newest (the newest is still filling).
+	back := math.Ceil(lead/a.BucketS) + 1
+	if back >= float64(len(a.Count)) {
+		return false
+	}
+	b := len(a.Count) - 1 - int(back)
+	if b >= len(a.Sized) || !(a.Sized[b] > 0) {
 		return false
 	}
 	n, _, _, cov := a.recent(a.levelWindow(t.p.loadI))
-	return cov > 0 && n/cov > a.Forecast[b]
+	return cov > 0 && n/cov > a.Sized[b]
 }
 
 // settled reports whether pool c has no scale-up under way: its target is no more than its

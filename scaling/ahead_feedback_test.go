@@ -1,6 +1,8 @@
 package scaling
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/llmplanner/planner/perf"
@@ -62,10 +64,10 @@ func TestSLOHeadroom(t *testing.T) {
 	}
 	require.InDelta(t, 0, st.Ahead.FeedbackPrefill.share(), 1e-12)
 
-	// Nor at a level beyond the forecast the ready pool was ordered on, a lead time before:
-	// that miss is the forecast's. At a level of 20 req/s, a forecast of 15 then was outrun;
-	// one of 25 was not, and the same miss counts — also when the interval itself (a burst
-	// within the level window) ran at 40 req/s.
+	// Nor at a level beyond the demand the ready pool was sized for, a lead time or more
+	// before: that miss is the forecast's. At a level of 20 req/s, a demand of 15 then was
+	// outrun; one of 25 was not, and the same miss counts — also when the interval itself (a
+	// burst within the level window) ran at 40 req/s.
 	for _, tc := range []struct {
 		forecast, interval float64
 		counted            bool
@@ -75,9 +77,10 @@ func TestSLOHeadroom(t *testing.T) {
 		st.Ahead.Count = make([]float64, 10)
 		st.Ahead.Covered = make([]float64, 10)
 		st.Ahead.ISL, st.Ahead.OSL = make([]float64, 10), make([]float64, 10)
-		st.Ahead.Forecast = make([]float64, 10)
+		st.Ahead.Sized = make([]float64, 10)
 		st.Ahead.Count[9], st.Ahead.Covered[9] = 600, 30 // the level: 20 req/s
-		st.Ahead.Forecast[10-1-3] = tc.forecast          // ⌈65 / 30⌉ = 3 buckets before the newest
+		st.Ahead.Sized[10-1-4] = tc.forecast             // ⌈65 / 30⌉ + 1 = 4 buckets before the newest
+		st.Ahead.Sized[10-1-3] = 1                       // younger than the lead time: not what the ready pool was ordered on
 		k := tk(5, 4, 4, 500)
 		k.in.Traffic.NumReq = ptr(tc.interval * k.in.Traffic.DurationS)
 		k.sloHeadroom(Prefill, 4, lead)
@@ -118,4 +121,41 @@ func TestAhead_StateSurvivesJSONAndIsNotMutated(t *testing.T) {
 	}
 	require.NotNil(t, direct.Ahead.FeedbackPrefill, "the SLO feedback is part of the state")
 	require.Positive(t, direct.Ahead.FeedbackPrefill.Seen)
+}
+
+// TestOutranForecast_SteadyAndStep: on steady Poisson arrivals the level seldom outruns what
+// the pools were sized for (the feedback keeps nearly all its misses), and after a step it
+// does until the sizing has caught up.
+func TestOutranForecast_SteadyAndStep(t *testing.T) {
+	p, st := aheadPlanner(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	poisson := func(mean float64) float64 { // a normal approximation, rounded, ≥ 0
+		return math.Max(0, math.Round(mean+math.Sqrt(mean)*rng.NormFloat64()))
+	}
+	outran := func(now, perSecond float64) bool {
+		in := aheadInput(now, 8, 8, 8, 8, 0)
+		in.Traffic.NumReq = ptr(poisson(perSecond * 5))
+		in.Traffic.ISL, in.Traffic.OSL = ptr(3000.0), ptr(300.0)
+		decideAndSubmit(t, p, &st, in)
+		k := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}, readyP: 8, readyD: 8, expectedP: ptr(8), expectedD: ptr(8), countsKnown: true}
+		return k.outranForecast(k.aheadLead())
+	}
+	var ticks, fired int
+	now := 0.0
+	for ; now < 2*3600; now += 5 {
+		if outran(now+5, 20) && now >= 600 {
+			fired++
+		}
+		if now >= 600 {
+			ticks++
+		}
+	}
+	require.Less(t, float64(fired)/float64(ticks), 0.1, "steady 20 req/s: outran on %d of %d ticks", fired, ticks)
+	fired = 0
+	for end := now + 60; now < end; now += 5 { // a step to 60 req/s
+		if outran(now+5, 60) {
+			fired++
+		}
+	}
+	require.GreaterOrEqual(t, fired, 6, "the minute after a step to three times the level")
 }

@@ -987,7 +987,7 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 		a := &AheadState{BucketS: 30}
 		for now := 5.0; now <= 40*30; now += 5 {
 			a.record(now, 5, 50, 3000, 300)
-			a.recordForecast(forecastAt(len(a.Count) - 1))
+			a.recordForecast(forecastAt(len(a.Count)-1), forecastAt(len(a.Count)-1))
 		}
 		require.Len(t, a.Forecast, len(a.Count))
 		return a
@@ -1028,7 +1028,7 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 	long := &AheadState{BucketS: 30}
 	for now := 5.0; now <= 130*30; now += 5 {
 		long.record(now, 5, 50, 3000, 300)
-		long.recordForecast(8)
+		long.recordForecast(8, 8)
 	}
 	require.Len(t, long.Count, AheadHistoryBuckets)
 	require.Len(t, long.Forecast, AheadHistoryBuckets)

@@ -38,7 +38,8 @@ var RobustSources = []string{SourceAzureCode, SourceMooncakeConv, SourceMooncake
 var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes)
 
 // RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
-// minute window, a 1–8× rate scale) on which the policies, the best static deployment and
+// minute window, a 1–8× rate scale of the traces and ServeGen's rates; the sinusoids and
+// shapes draw their own rates) on which the policies, the best static deployment and
 // (optionally) the oracle are scored with the same parameters everywhere.
 type RobustPlan struct {
 	Cases int
@@ -48,7 +49,8 @@ type RobustPlan struct {
 	Profile *perf.Profile
 	// Policies are built-in policy names (default: ahead, dynamo-sla).
 	Policies []string
-	// Sources are the trace sources the cases cycle through (default: RobustSources).
+	// Sources are the trace sources the cases cycle through, in order (default:
+	// RobustSources); one listed twice is drawn twice as often.
 	Sources []string
 	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
 	Oracle bool

@@ -123,6 +123,17 @@ func TestRobustCases_Shapes(t *testing.T) {
 	}
 	require.Len(t, kinds, 4, "every shape is drawn in 40 cases: %v", kinds)
 
+	again, err := rp.cases()
+	require.NoError(t, err)
+	require.Equal(t, cases, again, "the same seed draws the same shapes")
+
+	// A list of sources is cycled in its order; one repeated is drawn more often.
+	mixed, err := RobustPlan{Cases: 6, Seed: 3, DataDir: robustData(t), Sources: []string{SourceShapes, SourceSinusoid, SourceShapes}}.cases()
+	require.NoError(t, err)
+	for i, in := range mixed {
+		require.Equal(t, []string{SourceShapes, SourceSinusoid, SourceShapes}[i%3], in.source)
+	}
+
 	_, err = RobustPlan{Cases: 1, DataDir: t.TempDir(), Sources: []string{"spiky"}}.cases()
 	require.ErrorContains(t, err, `unknown source "spiky"`)
 }
