@@ -59,12 +59,12 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // settled — no scale-up of it under way: a miss while engines start is the forecast's lag,
 // which more headroom would not have met, where a miss on a settled pool says the sizing
 // models are optimistic for this traffic (bursts sharper than the queueing model's, a
-// perf model slower than it says) — and the demand within the forecast the ready pool was
-// ordered on (outranForecast: beyond it, the miss is the forecast's, not the sizing's). While more than aheadMissBudget of the recent requests
-// were missed, each missed interval adds a step of headroom (aheadHeadroomStep of the need,
-// up to aheadMaxHeadroom), at most one a lead time (it takes that long to show); once under
-// half the budget it is lowered a step at a time, each after aheadFeedbackLeads lead times
-// without a change. The headroom is a share of the need, so it follows the demand down: a
+// perf model slower than it says) — and the demand's level within what the ready pool was
+// sized for (outranForecast: beyond it, the miss is the forecast's, not the sizing's). While
+// more than aheadMissBudget of the recent requests were missed, each missed interval adds a
+// step of headroom (aheadHeadroomStep of the need, up to aheadMaxHeadroom), at most one a
+// lead time (it takes that long to show); once under half the budget it is lowered a step at
+// a time, each after aheadFeedbackLeads lead times without a change. The headroom is a share of the need, so it follows the demand down: a
 // pool whose latency stays over the SLA at a low need (the latency not the load's) keeps a
 // share of that low need more, not of what it needed at a peak. It returns the engines added
 // (at least one with a headroom).
