@@ -64,10 +64,10 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // more than aheadMissBudget of the recent requests were missed, each missed interval adds a
 // step of headroom (aheadHeadroomStep of the need, up to aheadMaxHeadroom), at most one a
 // lead time (it takes that long to show); once under half the budget it is lowered a step at
-// a time, each after aheadFeedbackLeads lead times without a change. The headroom is a share of the need, so it follows the demand down: a
-// pool whose latency stays over the SLA at a low need (the latency not the load's) keeps a
-// share of that low need more, not of what it needed at a peak. It returns the engines added
-// (at least one with a headroom).
+// a time, each after aheadFeedbackLeads lead times without a change. The headroom is a share
+// of the need, so it follows the demand down: a pool whose latency stays over the SLA at a
+// low need (the latency not the load's) keeps a share of that low need more, not of what it
+// needed at a peak. It returns the engines added (at least one with a headroom).
 func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	f := t.feedback(c)
 	tr := t.in.Traffic
