@@ -10,6 +10,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // The ahead policy's fixed parameters. They are the same for every deployment and trace;
@@ -106,6 +107,11 @@ const (
 	// lead time has passed that are read as a quantile.
 	aheadMissLeads   = 10
 	aheadMissWindows = 5
+	// aheadStepConfidence is the confidence at which the trend window's interval rates are
+	// read as a step up rather than a line (an F test of the two fits: stepUp), and
+	// aheadStepIntervals the fewest intervals on each side of the step.
+	aheadStepConfidence = 0.99
+	aheadStepIntervals  = 3
 	// aheadMaxLiveS bounds the live seconds a warmed history counts (AheadState.LiveS): past
 	// any trend window.
 	aheadMaxLiveS = 86400
@@ -378,6 +384,9 @@ type Forecast struct {
 	PeriodS, Seasonal float64
 	// Correlation is the period's autocorrelation (0 without a period).
 	Correlation float64
+	// Step is the rate after a step up found in the trend window on calm arrivals (stepUp),
+	// which replaces the trend's rise (0: none found).
+	Step float64
 	// Trusted says the forecast follows the period rather than the trend: the
 	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
 	// aheadTrustedCorrelation.
@@ -458,6 +467,17 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)
+	// A step up is not a trend: extrapolated, the line through it would add the step again
+	// over the horizon (a step from 1.5 to 40 req/s was forecast at 116 req/s a minute after
+	// it). The rate after the step is the forecast's base instead, as the level once its
+	// window has passed the step. Not on bursty arrivals, whose busy spells of a few
+	// intervals pass for steps and whose rises a burst later needs.
+	if rise > 0 && f.Burst <= aheadBurstyExcess*f.Level {
+		if post, ok := a.stepUp(window, interval); ok {
+			f.Step, f.Slope = post, 0
+			rise = math.Max(0, post-f.Level)
+		}
+	}
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 	// The level is about half a level window old; the engines decided now serve until the
 	// end of the lead time.
@@ -641,6 +661,49 @@ func (a *AheadState) seasonalFit(period int, scale float64) (spread, recent floa
 // aheadTrendBuckets buckets and twice the lead time.
 func (a *AheadState) trendWindow(lead float64) float64 {
 	return math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
+}
+
+// stepUp reports whether the interval rates of the newest window seconds (at least
+// 2·aheadStepIntervals+1 of them) are a step up rather than a line: of the splits that leave
+// aheadStepIntervals or more on each side, the one whose two means fit best has the higher
+// mean after it, and it fits better than the least-squares line by more than chance at
+// aheadStepConfidence (the F test of one parameter more: (SSE_line − SSE_step) over
+// SSE_step/(m−3), against F(1, m−3)). post is the mean after the split.
+func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
+	if !(interval > 0) || !(window > 0) {
+		return 0, false
+	}
+	m := min(len(a.Recent), int(math.Ceil(window/interval)))
+	if m < 2*aheadStepIntervals+1 {
+		return 0, false
+	}
+	ys := a.Recent[len(a.Recent)-m:]
+	xs := make([]float64, m)
+	for i := range xs {
+		xs[i] = float64(i)
+	}
+	icept, slope := stat.LinearRegression(xs, ys, nil, false)
+	var line float64
+	for i, y := range ys {
+		d := y - (icept + slope*xs[i])
+		line += d * d
+	}
+	step, up := math.Inf(1), false
+	for k := aheadStepIntervals; k <= m-aheadStepIntervals; k++ {
+		before, vb := stat.MeanVariance(ys[:k], nil)
+		after, va := stat.MeanVariance(ys[k:], nil)
+		if sse := vb*float64(k-1) + va*float64(m-k-1); sse < step {
+			step, up, post = sse, after > before, after
+		}
+	}
+	switch {
+	case !up || !(line > step):
+		return 0, false
+	case step <= 0: // two constant runs: a step exactly
+		return post, true
+	}
+	f := (line - step) / (step / float64(m-3))
+	return post, f > distuv.F{D1: 1, D2: float64(m - 3)}.Quantile(aheadStepConfidence)
 }
 
 // needs is pool c's need history (NeedPrefill or NeedDecode).
@@ -942,6 +1005,9 @@ func (t *tick) ahead() Decision {
 	need := map[Component]int{}
 	var why []string
 	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s, spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Spread, f.Burst))
+	if f.Step > 0 {
+		why[0] += fmt.Sprintf(", a step up to %.2f, not extrapolated", f.Step)
+	}
 	if f.PeriodS > 0 {
 		why[0] += fmt.Sprintf(", period %.0f s (r %.2f) → %.2f", f.PeriodS, f.Correlation, f.Seasonal)
 		if f.Trusted {

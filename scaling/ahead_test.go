@@ -2,13 +2,15 @@ package scaling
 
 import (
 	"fmt"
-	"gonum.org/v1/gonum/stat"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
@@ -164,6 +166,23 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.InDelta(t, 0, f.Slope, 1e-9, "the level before the gap is no trend")
 		require.InDelta(t, 20, f.Rate, 1e-9)
 	})
+	t.Run("a step up: its rate, not the line through it", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 300, func(t float64) float64 {
+			if t > 240 {
+				return 40
+			}
+			return 2
+		})
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.InDelta(t, 40, f.Step, 1e-9)
+		require.Zero(t, f.Slope)
+		require.InDelta(t, 40, f.Level, 1e-9, "the level's window has passed the step")
+		require.InDelta(t, 40+math.Hypot(aheadQuantileZ*f.Spread, f.Burst), f.Rate, 1e-9, "no rise added: the step is not extrapolated")
+		tf := fitTrend([]float64{0, 1, 2, 3, 4}, []float64{2, 2, 2, 2 + 38.0/3, 40})
+		require.Greater(t, tf.rise(a.horizon(65, 5)/30), 20.0, "the line through the window would have added over 20 req/s")
+	})
 	t.Run("bursts", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 600, func(t float64) float64 {
@@ -178,6 +197,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		poisson := aheadQuantileZ * math.Sqrt(10.0/5) // the part of the excess Poisson arrivals would have
 		require.InDelta(t, 50-poisson, f.Burst, 1e-9)
 		require.InDelta(t, 60-poisson, f.Rate, 1e-9, "the pools absorb the bursts")
+		require.Zero(t, f.Step, "bursty arrivals: a busy run is no step")
 	})
 	t.Run("periodic", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -1272,4 +1292,68 @@ func TestAhead_PromptShift(t *testing.T) {
 	require.Greater(t, always, before)
 	require.GreaterOrEqual(t, jumped, always, notes)
 	require.Contains(t, strings.Join(notes, "\n"), "ISL 6000 (the newest 30 s; 3900 over 300 s)")
+}
+
+func TestAheadState_StepUp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	arrivals := func(rate float64) float64 { // Poisson counts over a 5 s interval, as a rate
+		return float64(distuv.Poisson{Lambda: rate * 5, Src: rng}.Rand()) / 5
+	}
+	window := func(rate func(i int) float64) *AheadState {
+		a := &AheadState{BucketS: 30}
+		for i := range 26 {
+			a.Recent = append(a.Recent, rate(i))
+		}
+		return a
+	}
+	t.Run("exact runs", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			rate func(i int) float64
+			post float64
+			ok   bool
+		}{
+			{"a step up", func(i int) float64 { return map[bool]float64{true: 2, false: 40}[i < 18] }, 40, true},
+			{"a step down", func(i int) float64 { return map[bool]float64{true: 40, false: 2}[i < 18] }, 0, false},
+			{"a line", func(i int) float64 { return 2 + 1.5*float64(i) }, 0, false},
+			{"constant", func(int) float64 { return 10 }, 0, false},
+			// Three intervals at least after the split: a step two intervals back is read
+			// with the interval before it, at their mean.
+			{"a step two intervals back", func(i int) float64 { return map[bool]float64{true: 2, false: 40}[i < 24] }, (2 + 40 + 40) / 3.0, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				post, ok := window(tc.rate).stepUp(130, 5)
+				require.Equal(t, tc.ok, ok)
+				if ok {
+					require.InDelta(t, tc.post, post, 1e-9)
+				}
+			})
+		}
+	})
+	t.Run("too few intervals", func(t *testing.T) {
+		a := &AheadState{BucketS: 30, Recent: []float64{2, 2, 2, 40, 40, 40}}
+		_, ok := a.stepUp(130, 5)
+		require.False(t, ok)
+		_, ok = window(func(i int) float64 { return map[bool]float64{true: 2, false: 40}[i < 18] }).stepUp(130, 0)
+		require.False(t, ok, "no interval length")
+	})
+	// With Poisson arrivals: steady traffic and ramps are seldom read as a step; a step up
+	// from 2 to 40 req/s a minute back nearly always is, with its rate.
+	const draws = 400
+	var steady, ramp, step int
+	for range draws {
+		if _, ok := window(func(int) float64 { return arrivals(20) }).stepUp(130, 5); ok {
+			steady++
+		}
+		if _, ok := window(func(i int) float64 { return arrivals(5 + 1.2*float64(i)) }).stepUp(130, 5); ok {
+			ramp++
+		}
+		post, ok := window(func(i int) float64 { return arrivals(map[bool]float64{true: 2, false: 40}[i < 14]) }).stepUp(130, 5)
+		if ok && math.Abs(post-40) < 4 {
+			step++
+		}
+	}
+	require.Less(t, steady, draws*3/100, "steady Poisson traffic read as a step")
+	require.Less(t, ramp, draws*5/100, "a ramp read as a step")
+	require.Greater(t, step, draws*95/100, "a step up missed")
 }
