@@ -668,7 +668,7 @@ func (a *AheadState) trendWindow(lead float64) float64 {
 // aheadStepIntervals or more on each side, the one whose two means fit best has the higher
 // mean after it, and it fits better than the least-squares line by more than chance at
 // aheadStepConfidence (the F test of one parameter more: (SSE_line − SSE_step) over
-// SSE_step/(m−3), against F(1, m−3)). post is the mean after the split.
+// SSE_step/(m−3), against F(1, m−3)). post is the mean after the split (0 when not a step).
 func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 	if !(interval > 0) || !(window > 0) {
 		return 0, false
@@ -702,8 +702,10 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 	case step <= 0: // two constant runs: a step exactly
 		return post, true
 	}
-	f := (line - step) / (step / float64(m-3))
-	return post, f > distuv.F{D1: 1, D2: float64(m - 3)}.Quantile(aheadStepConfidence)
+	if f := (line - step) / (step / float64(m-3)); f <= (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence) {
+		return 0, false
+	}
+	return post, true
 }
 
 // needs is pool c's need history (NeedPrefill or NeedDecode).
