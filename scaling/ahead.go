@@ -468,7 +468,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)
 	// A step up is not a trend: extrapolated, the line through it would add the step again
-	// over the horizon (a step from 1.5 to 40 req/s was forecast at 116 req/s a minute after
+	// over the horizon (a step from 1.5 to 41 req/s was forecast at 116 req/s a minute after
 	// it). The rate after the step is the forecast's base instead, as the level once its
 	// window has passed the step. Not on bursty arrivals, whose busy spells of a few
 	// intervals pass for steps and whose rises a burst later needs.
@@ -514,7 +514,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			if f.Trusted {
 				// A clear period: it knows the turns a trend overshoots, and its own misses
 				// are the spread to allow for.
-				f.Spread = spread
+				f.Spread, f.Step = spread, 0
 				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
@@ -663,49 +663,70 @@ func (a *AheadState) trendWindow(lead float64) float64 {
 	return math.Max(aheadTrendBuckets*a.BucketS, 2*lead)
 }
 
-// stepUp reports whether the interval rates of the newest window seconds (at least
-// 2·aheadStepIntervals+1 of them) are a step up rather than a line: of the splits that leave
+// stepUp reports whether the interval rates of the trend window (the newest window seconds
+// of them, within its buckets: none from before a gap in the observations; at least
+// 2·aheadStepIntervals+1) are a step up rather than a line: of the splits that leave
 // aheadStepIntervals or more on each side, the one whose two means fit best has the higher
-// mean after it, and it fits better than the least-squares line by more than chance at
-// aheadStepConfidence (the F test of one parameter more: (SSE_line − SSE_step) over
-// SSE_step/(m−3), against F(1, m−3)). post is the mean after the split (0 when not a step).
+// mean after it, it fits better than the least-squares line by more than chance — the F
+// test of one parameter more, (SSE_line − SSE_step) over SSE_step/(m−3) against the
+// aheadStepConfidence quantile of F(1, m−3); the split is chosen by its fit, so that is a
+// threshold calibrated on steady Poisson traffic (about 1% of its windows) rather than an
+// exact test level — and the run after it does not rise on its own (its slope's t statistic
+// under the same quantile of Student's t: a rise that goes on after a step, or a ramp from
+// the middle of the window, is the line's to extrapolate). post is the mean after the split
+// (0 when not a step).
 func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
-	if !(interval > 0) || !(window > 0) {
+	if !(interval > 0) || !(window > 0) || !(a.BucketS > 0) {
 		return 0, false
 	}
-	m := min(len(a.Recent), int(math.Ceil(window/interval)))
+	ys := a.recentSince(len(a.Count) - 1 - int(math.Ceil(window/a.BucketS)))
+	m := min(len(ys), int(math.Ceil(window/interval)))
 	if m < 2*aheadStepIntervals+1 {
 		return 0, false
 	}
-	ys := a.Recent[len(a.Recent)-m:]
-	xs := make([]float64, m)
+	ys = ys[len(ys)-m:]
+	sseLine, _ := lineFit(ys)
+	sseStep, split := math.Inf(1), 0
+	for k := aheadStepIntervals; k <= m-aheadStepIntervals; k++ {
+		_, vb := stat.MeanVariance(ys[:k], nil)
+		_, va := stat.MeanVariance(ys[k:], nil)
+		if sse := vb*float64(k-1) + va*float64(m-k-1); sse < sseStep {
+			sseStep, split = sse, k
+		}
+	}
+	before, after := stat.Mean(ys[:split], nil), stat.Mean(ys[split:], nil)
+	if !(after > before+1e-9*math.Max(1, math.Abs(before))) || !(sseLine > sseStep) {
+		return 0, false // not a rise (rounding aside), or no better than the line
+	}
+	if sseStep > 0 {
+		if f := (sseLine - sseStep) / (sseStep / float64(m-3)); f <= (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence) {
+			return 0, false
+		}
+	}
+	if n := m - split; n >= 4 {
+		if sse, slope := lineFit(ys[split:]); slope > 0 {
+			sxx := float64(n) * float64(n*n-1) / 12 // Σ(x − x̄)² over 0..n−1
+			if sse <= 0 || slope/math.Sqrt(sse/float64(n-2)/sxx) > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
+				return 0, false
+			}
+		}
+	}
+	return after, true
+}
+
+// lineFit fits a least-squares line through ys at 0, 1, …: the sum of its squared residuals
+// and its slope per step.
+func lineFit(ys []float64) (sse, slope float64) {
+	xs := make([]float64, len(ys))
 	for i := range xs {
 		xs[i] = float64(i)
 	}
 	icept, slope := stat.LinearRegression(xs, ys, nil, false)
-	var line float64
 	for i, y := range ys {
 		d := y - (icept + slope*xs[i])
-		line += d * d
+		sse += d * d
 	}
-	step, up := math.Inf(1), false
-	for k := aheadStepIntervals; k <= m-aheadStepIntervals; k++ {
-		before, vb := stat.MeanVariance(ys[:k], nil)
-		after, va := stat.MeanVariance(ys[k:], nil)
-		if sse := vb*float64(k-1) + va*float64(m-k-1); sse < step {
-			step, up, post = sse, after > before, after
-		}
-	}
-	switch {
-	case !up || !(line > step):
-		return 0, false
-	case step <= 0: // two constant runs: a step exactly
-		return post, true
-	}
-	if f := (line - step) / (step / float64(m-3)); f <= (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence) {
-		return 0, false
-	}
-	return post, true
+	return sse, slope
 }
 
 // needs is pool c's need history (NeedPrefill or NeedDecode).

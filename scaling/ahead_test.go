@@ -180,7 +180,11 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Zero(t, f.Slope)
 		require.InDelta(t, 40, f.Level, 1e-9, "the level's window has passed the step")
 		require.InDelta(t, 40+math.Hypot(aheadQuantileZ*f.Spread, f.Burst), f.Rate, 1e-9, "no rise added: the step is not extrapolated")
-		tf := fitTrend([]float64{0, 1, 2, 3, 4}, []float64{2, 2, 2, 2 + 38.0/3, 40})
+		var xs, ys []float64 // the trend window's buckets (130 s: the newest five)
+		for i := len(a.Count) - 5; i < len(a.Count); i++ {
+			xs, ys = append(xs, float64(i)), append(ys, a.rate(i))
+		}
+		tf := fitTrend(xs, ys)
 		require.Greater(t, tf.rise(a.horizon(65, 5)/30), 20.0, "the line through the window would have added over 20 req/s")
 	})
 	t.Run("bursts", func(t *testing.T) {
@@ -1299,12 +1303,21 @@ func TestAheadState_StepUp(t *testing.T) {
 	arrivals := func(rate float64) float64 { // Poisson counts over a 5 s interval, as a rate
 		return float64(distuv.Poisson{Lambda: rate * 5, Src: rng}.Rand()) / 5
 	}
+	// window records 26 intervals of 5 s (six to a 30 s bucket) at the given rates.
 	window := func(rate func(i int) float64) *AheadState {
 		a := &AheadState{BucketS: 30}
 		for i := range 26 {
-			a.Recent = append(a.Recent, rate(i))
+			a.record(5*float64(i+1), 5, 5*rate(i), 3000, 300)
 		}
 		return a
+	}
+	stepAt := func(k int, low, high float64) func(i int) float64 {
+		return func(i int) float64 {
+			if i < k {
+				return low
+			}
+			return high
+		}
 	}
 	t.Run("exact runs", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -1313,29 +1326,45 @@ func TestAheadState_StepUp(t *testing.T) {
 			post float64
 			ok   bool
 		}{
-			{"a step up", func(i int) float64 { return map[bool]float64{true: 2, false: 40}[i < 18] }, 40, true},
-			{"a step down", func(i int) float64 { return map[bool]float64{true: 40, false: 2}[i < 18] }, 0, false},
+			{"a step up", stepAt(18, 2, 40), 40, true},
+			{"a step down", stepAt(18, 40, 2), 0, false},
 			{"a line", func(i int) float64 { return 2 + 1.5*float64(i) }, 0, false},
 			{"constant", func(int) float64 { return 10 }, 0, false},
+			{"constant, not representable", func(int) float64 { return 1.4 }, 0, false},
 			// Three intervals at least after the split: a step two intervals back is read
 			// with the interval before it, at their mean.
-			{"a step two intervals back", func(i int) float64 { return map[bool]float64{true: 2, false: 40}[i < 24] }, (2 + 40 + 40) / 3.0, true},
+			{"a step two intervals back", stepAt(24, 2, 40), (2 + 40 + 40) / 3.0, true},
+			// A rise that goes on after the step is the line's to extrapolate.
+			{"a step, then a rise", func(i int) float64 { return stepAt(12, 2, 20)(i) + 2*math.Max(0, float64(i-12)) }, 0, false},
+			{"flat, then a ramp", func(i int) float64 { return 5 + 3*math.Max(0, float64(i-13)) }, 0, false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				post, ok := window(tc.rate).stepUp(130, 5)
 				require.Equal(t, tc.ok, ok)
-				if ok {
-					require.InDelta(t, tc.post, post, 1e-9)
-				}
+				require.InDelta(t, tc.post, post, 1e-9)
 			})
 		}
 	})
 	t.Run("too few intervals", func(t *testing.T) {
-		a := &AheadState{BucketS: 30, Recent: []float64{2, 2, 2, 40, 40, 40}}
+		a := &AheadState{BucketS: 30}
+		for i := range 6 {
+			a.record(5*float64(i+1), 5, 5*stepAt(3, 2, 40)(i), 3000, 300)
+		}
 		_, ok := a.stepUp(130, 5)
 		require.False(t, ok)
-		_, ok = window(func(i int) float64 { return map[bool]float64{true: 2, false: 40}[i < 18] }).stepUp(130, 0)
+		_, ok = window(stepAt(18, 2, 40)).stepUp(130, 0)
 		require.False(t, ok, "no interval length")
+	})
+	t.Run("not across a gap in the observations", func(t *testing.T) {
+		a := &AheadState{BucketS: 30}
+		for now := 5.0; now <= 60; now += 5 {
+			a.record(now, 5, 5*2, 3000, 300)
+		}
+		for now := 200.0; now <= 240; now += 5 { // 135 s unobserved, then 40 req/s
+			a.record(now, 5, 5*40, 3000, 300)
+		}
+		_, ok := a.stepUp(130, 5)
+		require.False(t, ok, "the level before the gap is outside the trend window: no step within it")
 	})
 	// With Poisson arrivals: steady traffic and ramps are seldom read as a step; a step up
 	// from 2 to 40 req/s a minute back nearly always is, with its rate.
@@ -1348,7 +1377,7 @@ func TestAheadState_StepUp(t *testing.T) {
 		if _, ok := window(func(i int) float64 { return arrivals(5 + 1.2*float64(i)) }).stepUp(130, 5); ok {
 			ramp++
 		}
-		post, ok := window(func(i int) float64 { return arrivals(map[bool]float64{true: 2, false: 40}[i < 14]) }).stepUp(130, 5)
+		post, ok := window(func(i int) float64 { return arrivals(stepAt(14, 2, 40)(i)) }).stepUp(130, 5)
 		if ok && math.Abs(post-40) < 4 {
 			step++
 		}
