@@ -80,12 +80,12 @@ BENCH_OUT := bench-sim-out
 ROBUST_CASES := 20
 ROBUST_SEED := 3
 # The synthetic shapes (steps, ramps, flash crowds, on/off waves: docs/simulate.md), on the same seed,
-# with the hindsight oracle (about 5 minutes of the run): no shared trace has such shapes, so
+# with the hindsight oracle (the whole run took 23 minutes with it, 22 without): no shared trace has such shapes, so
 # how far a policy is from what hindsight gets on them is measured here.
 SHAPES_CASES := 10
 
 .PHONY: bench-sim
-bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, and 10 of the synthetic shapes with the oracle); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 28 minutes on 2 cores (4 for the scenarios).
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, and 10 of the synthetic shapes with the oracle); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 23 minutes on 2 cores (4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
 	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md; mkdir -p $(BENCH_OUT)
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
