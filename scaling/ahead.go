@@ -411,6 +411,11 @@ type Forecast struct {
 // their margins (margins).
 func (f Forecast) foreseen() bool { return f.Trusted && f.Burst <= aheadCalmBurst*f.Level }
 
+// bursty reports whether the bursts within the buckets exceed aheadBurstyExcess of the
+// level: a scale-down then holds the bursts' need (aheadDecide), and a busy run is not read
+// as a step up (stepUp).
+func (f Forecast) bursty() bool { return f.Burst > aheadBurstyExcess*f.Level }
+
 // margins are the disaggregated pools' queueing margins for a forecast: the share of
 // prompts the prefill sizing lets wait past the TTFT slack, and the standard deviations of
 // the decode concurrency's Poisson spread kept under the SLA batch (an aggregated pool
@@ -472,7 +477,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// it). The rate after the step is the forecast's base instead, as the level once its
 	// window has passed the step. Not on bursty arrivals, whose busy spells of a few
 	// intervals pass for steps and whose rises a burst later needs.
-	if rise > 0 && f.Burst <= aheadBurstyExcess*f.Level {
+	if rise > 0 && !f.bursty() {
 		if post, ok := a.stepUp(window, interval); ok {
 			f.Step, f.Slope = post, 0
 			rise = math.Max(0, post-f.Level)
@@ -685,7 +690,11 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 		return 0, false
 	}
 	ys = ys[len(ys)-m:]
-	sseLine, _ := lineFit(ys)
+	xs := make([]float64, m)
+	for i := range xs {
+		xs[i] = float64(i)
+	}
+	sseLine := fitTrend(xs, ys).variance * float64(m-2)
 	sseStep, split := math.Inf(1), 0
 	for k := aheadStepIntervals; k <= m-aheadStepIntervals; k++ {
 		_, vb := stat.MeanVariance(ys[:k], nil)
@@ -704,29 +713,14 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 		}
 	}
 	if n := m - split; n >= 4 {
-		if sse, slope := lineFit(ys[split:]); slope > 0 {
+		if tf := fitTrend(xs[:n], ys[split:]); tf.slope > 0 {
 			sxx := float64(n) * float64(n*n-1) / 12 // Σ(x − x̄)² over 0..n−1
-			if sse <= 0 || slope/math.Sqrt(sse/float64(n-2)/sxx) > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
+			if tf.variance <= 0 || tf.slope/math.Sqrt(tf.variance/sxx) > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
 				return 0, false
 			}
 		}
 	}
 	return after, true
-}
-
-// lineFit fits a least-squares line through ys at 0, 1, …: the sum of its squared residuals
-// and its slope per step.
-func lineFit(ys []float64) (sse, slope float64) {
-	xs := make([]float64, len(ys))
-	for i := range xs {
-		xs[i] = float64(i)
-	}
-	icept, slope := stat.LinearRegression(xs, ys, nil, false)
-	for i, y := range ys {
-		d := y - (icept + slope*xs[i])
-		sse += d * d
-	}
-	return sse, slope
 }
 
 // needs is pool c's need history (NeedPrefill or NeedDecode).
@@ -1087,7 +1081,7 @@ func (t *tick) ahead() Decision {
 		}
 		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.Burst > aheadBurstyExcess*f.Level)
+	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.bursty())
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
