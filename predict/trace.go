@@ -68,20 +68,11 @@ const azureTimeLayout = "2006-01-02 15:04:05"
 // returned in arrival order, with arrival times relative to the earliest request. A
 // malformed line is an error naming the file and the line.
 func ReadTrace(path string) ([]Request, error) {
-	f, err := os.Open(path)
+	r, err := openData(path)
 	if err != nil {
 		return nil, fmt.Errorf("predict: read trace: %w", err)
 	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			return nil, fmt.Errorf("predict: read trace %s: %w", path, err)
-		}
-		defer gz.Close()
-		r = gz
-	}
+	defer r.Close()
 	br := bufio.NewReaderSize(r, 1<<16)
 	head, _ := br.Peek(512)
 	head = bytes.TrimLeft(head, " \t\r\n\ufeff")
@@ -102,6 +93,29 @@ func ReadTrace(path string) ([]Request, error) {
 	}
 	return relative(reqs), nil
 }
+
+// openData opens a data file, decompressing it when its name ends in .gz.
+func openData(path string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil || !strings.HasSuffix(path, ".gz") {
+		return f, err
+	}
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return gzipFile{gz, f}, nil
+}
+
+// gzipFile is a decompressed file: closing it closes both.
+type gzipFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+// Close closes the decompressor and the file.
+func (g gzipFile) Close() error { return errors.Join(g.Reader.Close(), g.f.Close()) }
 
 // relative sorts by arrival (stable) and makes arrivals relative to the earliest.
 func relative(reqs []Request) []Request {
@@ -333,6 +347,27 @@ type RateSeries struct {
 	Counts []float64
 }
 
+// csvWithColumns reads a CSV's header: the reader, positioned at the first row (records
+// reused), and each column's index; a missing column in need is an error naming the file.
+func csvWithColumns(path string, r io.Reader, need ...string) (*csv.Reader, map[string]int, error) {
+	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<16))
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return nil, nil, fmt.Errorf("predict: %s:1: %w", path, err)
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.TrimSpace(h)] = i
+	}
+	for _, n := range need {
+		if _, ok := col[n]; !ok {
+			return nil, nil, fmt.Errorf("predict: %s:1: missing column %q", path, n)
+		}
+	}
+	return cr, col, nil
+}
+
 // ReadServeGenAggregate reads servegen_aggregate_10min.csv (columns category, model,
 // timestamp_s, total_rate_rps, ...): one series per (category, model), in order of first
 // appearance, windows of 600 s. Missing windows inside a series are an error.
@@ -343,20 +378,9 @@ func ReadServeGenAggregate(path string) ([]RateSeries, error) {
 		return nil, fmt.Errorf("predict: read servegen aggregate: %w", err)
 	}
 	defer f.Close()
-	cr := csv.NewReader(bufio.NewReader(f))
-	cr.ReuseRecord = true
-	header, err := cr.Read()
+	cr, col, err := csvWithColumns(path, f, "category", "model", "timestamp_s", "total_rate_rps")
 	if err != nil {
-		return nil, fmt.Errorf("predict: %s:1: %w", path, err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(h)] = i
-	}
-	for _, need := range []string{"category", "model", "timestamp_s", "total_rate_rps"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("predict: %s:1: missing column %q", path, need)
-		}
+		return nil, err
 	}
 	var out []RateSeries
 	index := map[[2]string]int{}

@@ -207,3 +207,45 @@ func TestReadTraceKeepsHashesOfSmallerBlocks(t *testing.T) {
 	require.Len(t, reqs[0].HashIDs, 16)
 	require.Greater(t, len(reqs[0].HashIDs), MaxHashIDsFor(reqs[0].InputTokens))
 }
+
+func TestReadServeGenClients(t *testing.T) {
+	const csv = `category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2
+language,m-large,0,0,1.5,8.6,Weibull,0.37,0.39
+language,m-large,0,600,0.0,0,,0,0
+language,m-large,0,1200,0.25,0,,0,0
+language,m-large,1,0,0.5,1.2,Gamma,0.7,2.8
+reason,r1,0,0,0.1,2,Gamma,0.25,40
+`
+	want := []ClientSeries{
+		{Category: "language", Model: "m-large", StepSeconds: 600, Windows: [][]ClientWindow{
+			{{Rate: 1.5, IATCV: 8.6}, {Rate: 0.5, IATCV: 1.2}}, // rows in any order: client 1's window 0 after client 0's
+			nil, // no client sent a request
+			{{Rate: 0.25, IATCV: 0}},
+		}},
+		{Category: "reason", Model: "r1", StepSeconds: 600, Windows: [][]ClientWindow{{{Rate: 0.1, IATCV: 2}}}},
+	}
+	got, err := ReadServeGenClients(writeFile(t, "clients.csv", csv))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	got, err = ReadServeGenClients(writeFile(t, "clients.csv.gz", csv))
+	require.NoError(t, err)
+	require.Equal(t, want, got, "gzipped")
+
+	const head = "category,model,timestamp_s,rate_rps,iat_cv\n"
+	for name, tc := range map[string]struct{ body, err string }{
+		"missing column":   {"category,model,timestamp_s,rate_rps\n", `missing column "iat_cv"`},
+		"partial window":   {head + "l,m,300,1,1\n", `:2: timestamp_s "300" is not a whole 600 s window`},
+		"negative time":    {head + "l,m,-600,1,1\n", `:2: timestamp_s "-600"`},
+		"too many windows": {head + "l,m,6e7,1,1\n", `timestamp_s "6e7"`},
+		"negative rate":    {head + "l,m,0,1,1\nl,m,600,-1,1\n", `:3: rate_rps "-1" not in`},
+		"absurd rate":      {head + "l,m,0,1e9,1\n", `rate_rps "1e9"`},
+		"NaN cv":           {head + "l,m,0,1,NaN\n", `iat_cv "NaN"`},
+		"short row":        {head + "l,m,0\n", ":2: "},
+	} {
+		_, err := ReadServeGenClients(writeFile(t, "bad.csv", tc.body))
+		require.ErrorContains(t, err, tc.err, name)
+	}
+	_, err = ReadServeGenClients(filepath.Join(t.TempDir(), "none.csv"))
+	require.Error(t, err)
+}

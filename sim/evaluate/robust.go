@@ -29,13 +29,18 @@ const (
 	// default cycle (RobustSources), so the default cases stay those of earlier editions;
 	// asked for with RobustPlan.Sources (`planner robustness --sources shapes`).
 	SourceShapes = "shapes"
+	// SourceServeGenClients is ServeGen's per-client windows, each client a renewal process
+	// with its measured rate and inter-arrival burstiness (loadgen.FromClients) — burstier
+	// than the Poisson arrivals of SourceServeGen, on the same windows: not in the default
+	// cycle, asked for with RobustPlan.Sources.
+	SourceServeGenClients = "servegen-clients"
 )
 
 // RobustSources are the sources the cases cycle through by default, in that order.
 var RobustSources = []string{SourceAzureCode, SourceMooncakeConv, SourceMooncakeSynth, SourceSinusoid, SourceServeGen}
 
 // AllRobustSources are every source a plan may cycle through.
-var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes)
+var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes, SourceServeGenClients)
 
 // RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
 // minute window, a 1–8× rate scale of the traces and ServeGen's rates; the sinusoids and
@@ -89,7 +94,7 @@ type RobustReport struct {
 // for sinusoids, a short-prompt chat SLA for ServeGen's language model).
 var robustSLA = map[string]SLA{
 	SourceAzureCode: {300, 10}, SourceMooncakeConv: {1000, 25}, SourceMooncakeSynth: {1000, 25},
-	SourceSinusoid: {200, 10}, SourceServeGen: {200, 10}, SourceShapes: {300, 10},
+	SourceSinusoid: {200, 10}, SourceServeGen: {200, 10}, SourceShapes: {300, 10}, SourceServeGenClients: {200, 10},
 }
 
 // robustMaxContext is the engines' context: longer requests are dropped, as in the scenarios.
@@ -125,6 +130,7 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		}
 	}
 	var series []predict.RateSeries
+	var clients []predict.ClientSeries
 	var out []robustInput
 	for i := range rp.Cases {
 		rng := rand.New(rand.NewPCG(rp.Seed, uint64(i)))
@@ -187,6 +193,49 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			}
 			in.reqs = reqs
 			in.detail = fmt.Sprintf("servegen %s/%s windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
+				s.Category, s.Model, from, from+steps-1, mean, length)
+		case SourceServeGenClients:
+			if clients == nil {
+				c, err := predict.ReadServeGenClients(filepath.Join(rp.DataDir, "servegen_client_windows_10min.csv.gz"))
+				if err != nil {
+					return nil, fmt.Errorf("evaluate: robustness: %w", err)
+				}
+				if len(c) == 0 {
+					return nil, errors.New("evaluate: robustness: servegen clients: no series")
+				}
+				clients = c
+			}
+			s := clients[rng.IntN(len(clients))]
+			// As SourceServeGen: ten-minute windows replayed in one minute, every client's rate
+			// scaled so that the total's mean is 2–5 req/s × scale.
+			steps := int(math.Ceil(length/60)) + 1
+			if len(s.Windows) < steps {
+				return nil, fmt.Errorf("evaluate: robustness: servegen clients %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Windows), steps)
+			}
+			// A span with no request at all is drawn again (a few times at most).
+			var from int
+			var window [][]predict.ClientWindow
+			var sum float64
+			for try := 0; sum == 0; try++ {
+				if try == 100 {
+					return nil, fmt.Errorf("evaluate: robustness: servegen clients %s/%s: 100 spans of %d windows drawn, none with a request", s.Category, s.Model, steps)
+				}
+				from = rng.IntN(len(s.Windows) - steps + 1)
+				window = s.Windows[from : from+steps]
+				for _, w := range window {
+					for _, c := range w {
+						sum += c.Rate
+					}
+				}
+			}
+			mean := (2 + 3*rng.Float64()) * scale
+			reqs, err := loadgen.FromClients(loadgen.ClientsOptions{Windows: window, StepS: 60, DurationS: math.Round(length),
+				Scale: mean * float64(steps) / sum, MeanISL: 360, MeanOSL: 290, MaxTokens: robustMaxContext, Seed: rp.Seed*1000 + uint64(i)})
+			if err != nil {
+				return nil, err
+			}
+			in.reqs = reqs
+			in.detail = fmt.Sprintf("servegen %s/%s clients, windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
 				s.Category, s.Model, from, from+steps-1, mean, length)
 		default:
 			file := map[string]string{SourceAzureCode: "AzureLLMInferenceTrace_code_2023.csv",

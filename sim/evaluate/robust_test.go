@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/gonum/stat"
 )
 
 // robustData writes small stand-ins of the shared traces: an hour of each at a low rate.
@@ -39,6 +41,22 @@ func robustData(t *testing.T) string {
 		fmt.Fprintf(&sg, "language,m-small,%d,%d\n", w*600, 100+10*(w%7))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
+	// ServeGen's clients: a steady one and, from window 10, a bursty one (the rows need not be
+	// in time order); nobody sends in the first 40 windows of the reasoning model (a span drawn there is drawn again).
+	var cl bytes.Buffer
+	zw := gzip.NewWriter(&cl)
+	fmt.Fprintln(zw, "category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2")
+	for w := 0; w < 60; w++ {
+		fmt.Fprintf(zw, "language,m-small,0,%d,%d,1.1,Gamma,0.8,0.01\n", w*600, 80+10*(w%5))
+	}
+	for w := 10; w < 60; w++ {
+		fmt.Fprintf(zw, "language,m-small,1,%d,30,6,Weibull,0.4,0.3\n", w*600)
+	}
+	for w := 0; w < 60; w++ {
+		fmt.Fprintf(zw, "reason,r1,0,%d,%d,2,Gamma,0.25,40\n", w*600, min(1, max(0, w-39)))
+	}
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_client_windows_10min.csv.gz"), cl.Bytes(), 0o644))
 	return dir
 }
 
@@ -136,6 +154,40 @@ func TestRobustCases_Shapes(t *testing.T) {
 
 	_, err = RobustPlan{Cases: 1, DataDir: t.TempDir(), Sources: []string{"spiky"}}.cases()
 	require.ErrorContains(t, err, `unknown source "spiky"`)
+}
+
+// TestRobustCases_ServeGenClients: ServeGen's clients are a source of their own; each case
+// holds the drawn mean rate, and its arrivals are burstier than Poisson's.
+func TestRobustCases_ServeGenClients(t *testing.T) {
+	dir := robustData(t)
+	rp := RobustPlan{Cases: 12, Seed: 5, DataDir: dir, Sources: []string{SourceServeGenClients}}
+	cases, err := rp.cases()
+	require.NoError(t, err)
+	overdispersed := 0
+	for _, in := range cases {
+		require.Equal(t, SourceServeGenClients, in.source)
+		require.Contains(t, in.detail, "clients, windows")
+		var mean, length float64
+		_, err := fmt.Sscanf(in.detail[strings.Index(in.detail, "mean "):], "mean %f req/s, %f s", &mean, &length)
+		require.NoError(t, err, in.detail)
+		require.InEpsilon(t, mean, float64(len(in.reqs))/length, 0.5, in.detail)
+		perSecond := make([]float64, int(length)+1)
+		for _, r := range in.reqs {
+			require.Less(t, r.Arrival, length, in.detail)
+			require.LessOrEqual(t, r.InputTokens+r.OutputTokens, robustMaxContext, in.detail)
+			perSecond[int(r.Arrival)]++
+		}
+		if m, v := stat.MeanVariance(perSecond, nil); v > 2*m {
+			overdispersed++
+		}
+	}
+	require.Greater(t, overdispersed, len(cases)/2, "most cases hold a bursty client")
+	again, err := rp.cases()
+	require.NoError(t, err)
+	require.Equal(t, cases, again, "the same seed draws the same cases")
+
+	_, err = RobustPlan{Cases: 1, DataDir: t.TempDir(), Sources: []string{SourceServeGenClients}}.cases()
+	require.ErrorContains(t, err, "servegen_client_windows_10min.csv.gz")
 }
 
 func TestRobustness_EndToEnd(t *testing.T) {

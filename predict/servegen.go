@@ -1,0 +1,94 @@
+package predict
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+)
+
+// ClientWindow is one client's traffic in one ServeGen window: its mean request rate and
+// the coefficient of variation of its inter-arrival times (0 when the window has too few
+// requests to measure one).
+type ClientWindow struct {
+	Rate, IATCV float64
+}
+
+// ClientSeries is one model's per-client windows from the ServeGen client CSV.
+type ClientSeries struct {
+	// Category and Model identify the series ("language", "m-large").
+	Category, Model string
+	// StepSeconds is the window length (600 s in the published data).
+	StepSeconds float64
+	// Windows are the windows in time order, each with the clients that sent requests in it
+	// (rate > 0), in the file's order.
+	Windows [][]ClientWindow
+}
+
+// Bounds on the client CSV: the published file has 648,576 rows, at most 422 clients a
+// model and 2,016 windows a series; a window's rate is far below the bound.
+const (
+	maxServeGenRows    = 10_000_000
+	maxServeGenWindows = 100_000
+	maxServeGenRate    = 1e5
+	maxServeGenIATCV   = 1e6
+)
+
+// ReadServeGenClients reads servegen_client_windows_10min.csv[.gz] (columns category,
+// model, client_id, timestamp_s, rate_rps, iat_cv, ...; other columns ignored): one series
+// per (category, model), in order of first appearance, windows of 600 s from timestamp 0.
+// Rows may come in any order. A timestamp that is not a whole window, a negative or
+// non-finite rate or cv, or a file past the bounds is an error naming the file and line.
+func ReadServeGenClients(path string) ([]ClientSeries, error) {
+	const step = 600.0
+	r, err := openData(path)
+	if err != nil {
+		return nil, fmt.Errorf("predict: read servegen clients: %w", err)
+	}
+	defer r.Close()
+	cr, col, err := csvWithColumns(path, r, "category", "model", "timestamp_s", "rate_rps", "iat_cv")
+	if err != nil {
+		return nil, err
+	}
+	var out []ClientSeries
+	index := map[[2]string]int{}
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
+		}
+		if line > maxServeGenRows {
+			return nil, fmt.Errorf("predict: %s: more than %d rows", path, maxServeGenRows)
+		}
+		ts, err1 := strconv.ParseFloat(rec[col["timestamp_s"]], 64)
+		rate, err2 := strconv.ParseFloat(rec[col["rate_rps"]], 64)
+		cv, err3 := strconv.ParseFloat(rec[col["iat_cv"]], 64)
+		switch {
+		case err1 != nil || !finite(ts) || ts < 0 || math.Mod(ts, step) != 0 || ts/step >= maxServeGenWindows:
+			return nil, fmt.Errorf("predict: %s:%d: timestamp_s %q is not a whole %v s window below %d of them", path, line, rec[col["timestamp_s"]], step, maxServeGenWindows)
+		case err2 != nil || !finite(rate) || rate < 0 || rate > maxServeGenRate:
+			return nil, fmt.Errorf("predict: %s:%d: rate_rps %q not in [0, %g]", path, line, rec[col["rate_rps"]], maxServeGenRate)
+		case err3 != nil || !finite(cv) || cv < 0 || cv > maxServeGenIATCV:
+			return nil, fmt.Errorf("predict: %s:%d: iat_cv %q not in [0, %g]", path, line, rec[col["iat_cv"]], maxServeGenIATCV)
+		}
+		key := [2]string{rec[col["category"]], rec[col["model"]]}
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, ClientSeries{Category: key[0], Model: key[1], StepSeconds: step})
+		}
+		w := int(ts / step)
+		for len(out[i].Windows) <= w {
+			out[i].Windows = append(out[i].Windows, nil)
+		}
+		if rate > 0 {
+			out[i].Windows[w] = append(out[i].Windows[w], ClientWindow{Rate: rate, IATCV: cv})
+		}
+	}
+	return out, nil
+}
