@@ -26,11 +26,12 @@ type ClientSeries struct {
 	Windows [][]ClientWindow
 }
 
-// Bounds on the client CSV: the published file has 648,576 rows, at most 422 clients a
-// model and 2,016 windows a series; a window's rate is far below the bound.
+// Bounds on the client CSV: the published file has 648,576 rows, 5 series of at most 2,016
+// windows each and at most 162 clients a model; a window's rate is far below the bound.
 const (
 	maxServeGenRows    = 10_000_000
-	maxServeGenWindows = 100_000
+	maxServeGenSeries  = 1_000
+	maxServeGenWindows = 1_000_000 // window slots over all series
 	maxServeGenRate    = 1e5
 	maxServeGenIATCV   = 1e6
 )
@@ -38,8 +39,10 @@ const (
 // ReadServeGenClients reads servegen_client_windows_10min.csv[.gz] (columns category,
 // model, client_id, timestamp_s, rate_rps, iat_cv, ...; other columns ignored): one series
 // per (category, model), in order of first appearance, windows of 600 s from timestamp 0.
-// Rows may come in any order. A timestamp that is not a whole window, a negative or
-// non-finite rate or cv, or a file past the bounds is an error naming the file and line.
+// Rows may come in any order; two rows of one client and window are two clients, and a
+// window no row names is empty. A timestamp that is not a whole window, a negative or
+// non-finite rate or cv, or a file past the bounds (rows, series, window slots over all
+// series) is an error naming the file and line.
 func ReadServeGenClients(path string) ([]ClientSeries, error) {
 	const step = 600.0
 	r, err := openData(path)
@@ -53,6 +56,7 @@ func ReadServeGenClients(path string) ([]ClientSeries, error) {
 	}
 	var out []ClientSeries
 	index := map[[2]string]int{}
+	slots := 0 // windows over all series
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -61,7 +65,7 @@ func ReadServeGenClients(path string) ([]ClientSeries, error) {
 		if err != nil {
 			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
 		}
-		if line > maxServeGenRows {
+		if line-1 > maxServeGenRows {
 			return nil, fmt.Errorf("predict: %s: more than %d rows", path, maxServeGenRows)
 		}
 		ts, err1 := strconv.ParseFloat(rec[col["timestamp_s"]], 64)
@@ -78,13 +82,20 @@ func ReadServeGenClients(path string) ([]ClientSeries, error) {
 		key := [2]string{rec[col["category"]], rec[col["model"]]}
 		i, ok := index[key]
 		if !ok {
+			if len(out) == maxServeGenSeries {
+				return nil, fmt.Errorf("predict: %s:%d: more than %d series (category, model)", path, line, maxServeGenSeries)
+			}
 			i = len(out)
 			index[key] = i
 			out = append(out, ClientSeries{Category: key[0], Model: key[1], StepSeconds: step})
 		}
 		w := int(ts / step)
-		for len(out[i].Windows) <= w {
-			out[i].Windows = append(out[i].Windows, nil)
+		if grow := w + 1 - len(out[i].Windows); grow > 0 {
+			if slots+grow > maxServeGenWindows {
+				return nil, fmt.Errorf("predict: %s:%d: more than %d windows over all series", path, line, maxServeGenWindows)
+			}
+			slots += grow
+			out[i].Windows = append(out[i].Windows, make([][]ClientWindow, grow)...)
 		}
 		if rate > 0 {
 			out[i].Windows[w] = append(out[i].Windows[w], ClientWindow{Rate: rate, IATCV: cv})

@@ -97,8 +97,11 @@ func ReadTrace(path string) ([]Request, error) {
 // openData opens a data file, decompressing it when its name ends in .gz.
 func openData(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
-	if err != nil || !strings.HasSuffix(path, ".gz") {
-		return f, err
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasSuffix(path, ".gz") {
+		return f, nil
 	}
 	gz, err := gzip.NewReader(f)
 	if err != nil {
@@ -369,11 +372,11 @@ func csvWithColumns(path string, r io.Reader, need ...string) (*csv.Reader, map[
 }
 
 // ReadServeGenAggregate reads servegen_aggregate_10min.csv (columns category, model,
-// timestamp_s, total_rate_rps, ...): one series per (category, model), in order of first
-// appearance, windows of 600 s. Missing windows inside a series are an error.
+// timestamp_s, total_rate_rps, ...; .gz: decompressed): one series per (category, model), in
+// order of first appearance, windows of 600 s. Missing windows inside a series are an error.
 func ReadServeGenAggregate(path string) ([]RateSeries, error) {
 	const step = 600.0
-	f, err := os.Open(path)
+	f, err := openData(path)
 	if err != nil {
 		return nil, fmt.Errorf("predict: read servegen aggregate: %w", err)
 	}

@@ -2,6 +2,7 @@ package predict
 
 import (
 	"compress/gzip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -208,6 +209,15 @@ func TestReadTraceKeepsHashesOfSmallerBlocks(t *testing.T) {
 	require.Greater(t, len(reqs[0].HashIDs), MaxHashIDsFor(reqs[0].InputTokens))
 }
 
+// manySeries is one row each of n series (models m0, m1, …).
+func manySeries(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "l,m%d,0,1,1\n", i)
+	}
+	return b.String()
+}
+
 func TestReadServeGenClients(t *testing.T) {
 	const csv = `category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2
 language,m-large,0,0,1.5,8.6,Weibull,0.37,0.39
@@ -237,7 +247,9 @@ reason,r1,0,0,0.1,2,Gamma,0.25,40
 		"missing column":   {"category,model,timestamp_s,rate_rps\n", `missing column "iat_cv"`},
 		"partial window":   {head + "l,m,300,1,1\n", `:2: timestamp_s "300" is not a whole 600 s window`},
 		"negative time":    {head + "l,m,-600,1,1\n", `:2: timestamp_s "-600"`},
-		"too many windows": {head + "l,m,6e7,1,1\n", `timestamp_s "6e7"`},
+		"too many windows": {head + "l,m,6e8,1,1\n", `timestamp_s "6e8"`},
+		"too many slots":   {head + "l,m,3.6e8,1,1\nl,n,3.6e8,1,1\n", ":3: more than 1000000 windows over all series"},
+		"too many series":  {head + manySeries(1001), ":1002: more than 1000 series"},
 		"negative rate":    {head + "l,m,0,1,1\nl,m,600,-1,1\n", `:3: rate_rps "-1" not in`},
 		"absurd rate":      {head + "l,m,0,1e9,1\n", `rate_rps "1e9"`},
 		"NaN cv":           {head + "l,m,0,1,NaN\n", `iat_cv "NaN"`},

@@ -205,38 +205,11 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 				}
 				clients = c
 			}
-			s := clients[rng.IntN(len(clients))]
-			// As SourceServeGen: ten-minute windows replayed in one minute, every client's rate
-			// scaled so that the total's mean is 2–5 req/s × scale.
-			steps := int(math.Ceil(length/60)) + 1
-			if len(s.Windows) < steps {
-				return nil, fmt.Errorf("evaluate: robustness: servegen clients %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Windows), steps)
-			}
-			// A span with no request at all is drawn again (a few times at most).
-			var from int
-			var window [][]predict.ClientWindow
-			var sum float64
-			for try := 0; sum == 0; try++ {
-				if try == 100 {
-					return nil, fmt.Errorf("evaluate: robustness: servegen clients %s/%s: 100 spans of %d windows drawn, none with a request", s.Category, s.Model, steps)
-				}
-				from = rng.IntN(len(s.Windows) - steps + 1)
-				window = s.Windows[from : from+steps]
-				for _, w := range window {
-					for _, c := range w {
-						sum += c.Rate
-					}
-				}
-			}
-			mean := (2 + 3*rng.Float64()) * scale
-			reqs, err := loadgen.FromClients(loadgen.ClientsOptions{Windows: window, StepS: 60, DurationS: math.Round(length),
-				Scale: mean * float64(steps) / sum, MeanISL: 360, MeanOSL: 290, MaxTokens: robustMaxContext, Seed: rp.Seed*1000 + uint64(i)})
+			reqs, detail, err := clientsCase(rng, clients, math.Round(length), scale, rp.Seed*1000+uint64(i))
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("evaluate: robustness: case %d: %w", i, err)
 			}
-			in.reqs = reqs
-			in.detail = fmt.Sprintf("servegen %s/%s clients, windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
-				s.Category, s.Model, from, from+steps-1, mean, length)
+			in.reqs, in.detail = reqs, detail
 		default:
 			file := map[string]string{SourceAzureCode: "AzureLLMInferenceTrace_code_2023.csv",
 				SourceMooncakeConv: "mooncake_fast25_conversation_trace.jsonl", SourceMooncakeSynth: "mooncake_fast25_synthetic_trace.jsonl"}[src]
@@ -270,6 +243,44 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// clientsCase draws a SourceServeGenClients case: one of the series, a span of its windows
+// each replayed in a minute (ten-minute windows, as SourceServeGen's) over length seconds,
+// and a mean rate of 2–5 req/s × scale that every client's rate is scaled to, weighting each
+// window by the seconds it is replayed. A span with no request in its replayed seconds, or
+// whose draw holds none, is drawn again (up to 100 times).
+func clientsCase(rng *rand.Rand, series []predict.ClientSeries, length, scale float64, seed uint64) ([]predict.Request, string, error) {
+	s := series[rng.IntN(len(series))]
+	steps := int(math.Ceil(length / 60))
+	if len(s.Windows) < steps {
+		return nil, "", fmt.Errorf("servegen clients %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Windows), steps)
+	}
+	mean := (2 + 3*rng.Float64()) * scale
+	for range 100 {
+		from := rng.IntN(len(s.Windows) - steps + 1)
+		window := s.Windows[from : from+steps]
+		var sum float64 // requests per second of replay, summed over the replayed seconds
+		for k, w := range window {
+			played := math.Min(60, length-60*float64(k))
+			for _, c := range w {
+				sum += c.Rate * played
+			}
+		}
+		if !(sum > 0) {
+			continue
+		}
+		reqs, err := loadgen.FromClients(loadgen.ClientsOptions{Windows: window, StepS: 60, DurationS: length,
+			Scale: mean * length / sum, MeanISL: 360, MeanOSL: 290, MaxTokens: robustMaxContext, Seed: seed})
+		if err != nil {
+			return nil, "", err
+		}
+		if len(reqs) > 0 {
+			return reqs, fmt.Sprintf("servegen %s/%s clients, windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
+				s.Category, s.Model, from, from+steps-1, mean, length), nil
+		}
+	}
+	return nil, "", fmt.Errorf("servegen clients %s/%s: 100 spans of %d windows drawn, none with a request", s.Category, s.Model, steps)
 }
 
 // shapeStepS is the step of a shape's rate series: a step or a flash crowd's onset lands

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,38 +157,53 @@ func TestRobustCases_Shapes(t *testing.T) {
 	require.ErrorContains(t, err, `unknown source "spiky"`)
 }
 
-// TestRobustCases_ServeGenClients: ServeGen's clients are a source of their own; each case
-// holds the drawn mean rate, and its arrivals are burstier than Poisson's.
+// TestRobustCases_ServeGenClients: ServeGen's clients are a source of their own; the cases
+// hold the drawn mean rates, and their arrivals are burstier than Poisson's within each
+// replayed window.
 func TestRobustCases_ServeGenClients(t *testing.T) {
 	dir := robustData(t)
 	rp := RobustPlan{Cases: 12, Seed: 5, DataDir: dir, Sources: []string{SourceServeGenClients}}
 	cases, err := rp.cases()
 	require.NoError(t, err)
-	overdispersed := 0
+	var drawn, played float64
+	var dispersion []float64
 	for _, in := range cases {
 		require.Equal(t, SourceServeGenClients, in.source)
 		require.Contains(t, in.detail, "clients, windows")
 		var mean, length float64
 		_, err := fmt.Sscanf(in.detail[strings.Index(in.detail, "mean "):], "mean %f req/s, %f s", &mean, &length)
 		require.NoError(t, err, in.detail)
-		require.InEpsilon(t, mean, float64(len(in.reqs))/length, 0.5, in.detail)
+		drawn += mean * length
+		played += float64(len(in.reqs))
 		perSecond := make([]float64, int(length)+1)
 		for _, r := range in.reqs {
 			require.Less(t, r.Arrival, length, in.detail)
 			require.LessOrEqual(t, r.InputTokens+r.OutputTokens, robustMaxContext, in.detail)
 			perSecond[int(r.Arrival)]++
 		}
-		if m, v := stat.MeanVariance(perSecond, nil); v > 2*m {
-			overdispersed++
+		// Within each replayed minute the clients' rates are constant: Poisson arrivals would
+		// have per-second counts whose variance is their mean.
+		for from := 0; from+60 <= len(perSecond); from += 60 {
+			if m, v := stat.MeanVariance(perSecond[from:from+60], nil); m > 1 {
+				dispersion = append(dispersion, v/m)
+			}
 		}
 	}
-	require.Greater(t, overdispersed, len(cases)/2, "most cases hold a bursty client")
+	require.InEpsilon(t, drawn, played, 0.2, "the cases' requests against their drawn means")
+	require.Greater(t, stat.Quantile(0.5, stat.Empirical, sorted(dispersion), nil), 2.0, "the median minute is over-dispersed")
 	again, err := rp.cases()
 	require.NoError(t, err)
 	require.Equal(t, cases, again, "the same seed draws the same cases")
 
 	_, err = RobustPlan{Cases: 1, DataDir: t.TempDir(), Sources: []string{SourceServeGenClients}}.cases()
 	require.ErrorContains(t, err, "servegen_client_windows_10min.csv.gz")
+}
+
+// sorted returns xs sorted.
+func sorted(xs []float64) []float64 {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return out
 }
 
 func TestRobustness_EndToEnd(t *testing.T) {

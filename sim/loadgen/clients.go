@@ -16,9 +16,10 @@ import (
 // measured them: each window of Windows is replayed over StepS seconds, and in it each
 // client sends a stationary gamma renewal process with the client's rate × Scale and its
 // inter-arrival coefficient of variation (cv 0, too few requests to measure one, is read as
-// Poisson's 1; cv is capped at MaxIATCV). ServeGen fits a gamma or a Weibull law to each
-// client window; the gamma matched on the measured rate and cv keeps the burstiness the fits
-// describe. Lengths are drawn as in RatesOptions.
+// Poisson's 1; cv is kept within [MinIATCV, MaxIATCV]; a client under MinClientRate after
+// scaling sends nothing). ServeGen fits a gamma or a Weibull law to each client window; the
+// gamma matched on the measured rate and cv reproduces the measured cv, which is often higher
+// than the cv of the Weibull fitted to the same window. Lengths are drawn as in RatesOptions.
 type ClientsOptions struct {
 	Windows          [][]predict.ClientWindow
 	StepS, DurationS float64
@@ -28,9 +29,17 @@ type ClientsOptions struct {
 	Seed             uint64
 }
 
-// MaxIATCV caps a client window's inter-arrival cv: the gamma's shape 1/cv² stays above
-// 0.01, where a window's requests still spread over more than a few instants.
-const MaxIATCV = 10
+// MinIATCV and MaxIATCV bound a client window's inter-arrival cv: the gamma's shape 1/cv²
+// stays within [0.01, 10⁴]. At cv 10 most of a client's requests arrive at the same instant
+// as the one before (74% of them): batches of requests, minutes apart.
+const (
+	MinIATCV = 0.01
+	MaxIATCV = 10
+)
+
+// MinClientRate is the slowest client rate (req/s, after scaling) that sends requests: one
+// request in about 30 years, so a slower one would send none in any load anyway.
+const MinClientRate = 1e-9
 
 // maxClientRequests bounds a load's request count.
 const maxClientRequests = 20_000_000
@@ -70,14 +79,14 @@ func FromClients(o ClientsOptions) ([]predict.Request, error) {
 		to := math.Min(from+o.StepS, o.DurationS)
 		for _, c := range clients {
 			rate := c.Rate * o.Scale
-			if !(rate > 0) {
+			if !(rate >= MinClientRate) {
 				continue
 			}
 			cv := c.IATCV
 			if cv <= 0 {
 				cv = 1
 			}
-			shape := 1 / math.Pow(math.Min(cv, MaxIATCV), 2)
+			shape := 1 / math.Pow(math.Max(MinIATCV, math.Min(cv, MaxIATCV)), 2)
 			gap := distuv.Gamma{Alpha: shape, Beta: shape * rate, Src: rng}
 			// Stationary from the window's start: the first arrival is a uniform share of a
 			// length-biased gap (a gamma of shape + 1).

@@ -57,35 +57,58 @@ func TestFromClients(t *testing.T) {
 	mean, variance = stat.MeanVariance(counts(bursty, 3000), nil)
 	require.Greater(t, variance/mean, 5.0, "cv 4: far over-dispersed")
 
-	// Windows past the duration are not replayed; an empty window sends nothing.
-	o.Windows = [][]predict.ClientWindow{{{Rate: 1, IATCV: 1}}, nil, {{Rate: 1, IATCV: 1}}}
+	// An empty window sends nothing; the last window is cut at the duration, and windows past
+	// it are not replayed.
+	o.Windows = [][]predict.ClientWindow{{{Rate: 1, IATCV: 1}}, nil, {{Rate: 1, IATCV: 1}}, {{Rate: 1, IATCV: 1}}}
 	o.DurationS, o.Scale = 150, 1
 	short, err := FromClients(o)
 	require.NoError(t, err)
+	var third int
 	for _, r := range short {
 		require.False(t, r.Arrival >= 60 && r.Arrival < 120, "the empty window at %v s", r.Arrival)
 		require.Less(t, r.Arrival, 150.0)
+		if r.Arrival >= 120 {
+			third++
+		}
 	}
-	require.NotEmpty(t, short)
+	require.NotZero(t, third, "the window cut at the duration is replayed up to it")
+
+	// Each window starts its clients stationary: the first arrival is a share of a
+	// length-biased gap. Started at a gap's beginning, or a share of an unbiased gap, one-second
+	// windows of a bursty client would send five times their rate.
+	o.Windows, o.StepS, o.DurationS = windows(100_000, predict.ClientWindow{Rate: 1, IATCV: 4}), 1, 100_000
+	stationary, err := FromClients(o)
+	require.NoError(t, err)
+	require.InEpsilon(t, 100_000, len(stationary), 0.05)
+
+	// A rate too small to send anything, and a cv too small to be a gamma, neither panic
+	// nor lose the other clients.
+	o.Windows, o.StepS, o.DurationS = windows(10, predict.ClientWindow{Rate: 1e-322, IATCV: 10}, predict.ClientWindow{Rate: 5, IATCV: 1e-200}), 60, 600
+	tiny, err := FromClients(o)
+	require.NoError(t, err)
+	require.InDelta(t, 3000, len(tiny), 30, "the regular client's 5 req/s, nearly exactly")
 
 	ok := ClientsOptions{Windows: windows(1, predict.ClientWindow{Rate: 1}), StepS: 1, DurationS: 1, Scale: 1, MeanISL: 1, MeanOSL: 1, MaxTokens: 2}
-	for name, mutate := range map[string]func(*ClientsOptions){
-		"no windows":    func(o *ClientsOptions) { o.Windows = nil },
-		"no step":       func(o *ClientsOptions) { o.StepS = 0 },
-		"absurd length": func(o *ClientsOptions) { o.DurationS = 1e9 },
-		"zero scale":    func(o *ClientsOptions) { o.Scale = 0 },
-		"NaN scale":     func(o *ClientsOptions) { o.Scale = math.NaN() },
-		"tiny context":  func(o *ClientsOptions) { o.MaxTokens = 1 },
-		"negative rate": func(o *ClientsOptions) { o.Windows = windows(1, predict.ClientWindow{Rate: -1}) },
-		"infinite cv":   func(o *ClientsOptions) { o.Windows = windows(1, predict.ClientWindow{Rate: 1, IATCV: math.Inf(1)}) },
-		"too many": func(o *ClientsOptions) {
+	for name, tc := range map[string]struct {
+		mutate func(*ClientsOptions)
+		err    string
+	}{
+		"no windows":    {func(o *ClientsOptions) { o.Windows = nil }, "need windows"},
+		"no step":       {func(o *ClientsOptions) { o.StepS = 0 }, "a step > 0"},
+		"absurd length": {func(o *ClientsOptions) { o.DurationS = 1e9 }, "1 week"},
+		"zero scale":    {func(o *ClientsOptions) { o.Scale = 0 }, "scale 0 not in"},
+		"NaN scale":     {func(o *ClientsOptions) { o.Scale = math.NaN() }, "scale NaN not in"},
+		"tiny context":  {func(o *ClientsOptions) { o.MaxTokens = 1 }, "max tokens"},
+		"negative rate": {func(o *ClientsOptions) { o.Windows = windows(1, predict.ClientWindow{Rate: -1}) }, "window 0 has a client at rate -1"},
+		"infinite cv":   {func(o *ClientsOptions) { o.Windows = windows(1, predict.ClientWindow{Rate: 1, IATCV: math.Inf(1)}) }, "cv +Inf"},
+		"too many": {func(o *ClientsOptions) {
 			o.Windows, o.StepS, o.DurationS = windows(1, predict.ClientWindow{Rate: 1e5}), 3600, 3600
-		},
+		}, "more than 20000000"},
 	} {
 		bad := ok
-		mutate(&bad)
+		tc.mutate(&bad)
 		_, err := FromClients(bad)
-		require.Error(t, err, name)
+		require.ErrorContains(t, err, tc.err, name)
 	}
 	_, err = FromClients(ok)
 	require.NoError(t, err)
