@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -167,6 +168,10 @@ type AheadState struct {
 	// DecodeConcurrency are the decode pool's concurrency at the newest ticks, over the last
 	// lead time.
 	DecodeConcurrency []float64 `json:"decode_concurrency,omitempty"`
+	// DecodeHeldRequests and DecodeHeldKV are the decode requests and their KV tokens the
+	// FPMs of each of the newest ticks showed, over the last lead time (decodeContextHeld).
+	DecodeHeldRequests []float64 `json:"decode_held_requests,omitempty"`
+	DecodeHeldKV       []float64 `json:"decode_held_kv,omitempty"`
 	// StartupS is the measured startup delay (0: none measured yet).
 	StartupS float64 `json:"startup_s,omitempty"`
 	// ExcessWait is the prefill wait the queueing model does not explain, in engine-seconds:
@@ -218,6 +223,7 @@ func (a *AheadState) clone() *AheadState {
 	c.Count, c.ISL, c.OSL, c.Covered = slices.Clone(a.Count), slices.Clone(a.ISL), slices.Clone(a.OSL), slices.Clone(a.Covered)
 	c.Recent, c.RecentBucket = slices.Clone(a.Recent), slices.Clone(a.RecentBucket)
 	c.DecodeConcurrency = slices.Clone(a.DecodeConcurrency)
+	c.DecodeHeldRequests, c.DecodeHeldKV = slices.Clone(a.DecodeHeldRequests), slices.Clone(a.DecodeHeldKV)
 	c.DecodeShown = slices.Clone(a.DecodeShown)
 	c.PrefillService, c.DecodeBatch = slices.Clone(a.PrefillService), slices.Clone(a.DecodeBatch)
 	if a.FeedbackPrefill != nil {
@@ -1187,7 +1193,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// vary: the long ones stay longer (the ServeGen cases' exponential lengths, 360/290, hold
 	// about 650 tokens on average, not 505). The batch is the smaller of the two contexts'
 	// (the profile's interpolated surface need not fall with the context).
-	if held, ok := t.decodeContextHeld(); ok && held > ctx {
+	if held, ok := t.decodeContextHeld(lead); ok && held > ctx {
 		if bh, sh := batchAt(held); bh < b {
 			b, source = bh, fmt.Sprintf("%s, at the %.0f-token context the engines hold", sh, held)
 		}
@@ -1370,10 +1376,15 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	return a.DecodeEdgeRPS
 }
 
-// decodeContextHeld is the mean context of the decode requests the engines hold, from this
-// tick's FPMs (the latest and the samples: their KV tokens over their requests), when they
-// show at least aheadMinContextRequests requests.
-func (t *tick) decodeContextHeld() (float64, bool) {
+// decodeContextHeld is the mean context of the decode requests the engines held over the
+// last lead time: the KV tokens over the requests that the FPMs of each tick showed (the
+// latest and the samples), when they add up to at least aheadMinContextRequests requests.
+// Weighted by requests over the lead time, not this tick's alone: when arrivals pause, the
+// requests still held are the long ones (the short ones finished first), and one tick's
+// few survivors read as the pool's mix — on a ServeGen clients case (exponential lengths,
+// 360/290, about 500 tokens held) a tick with no arrival showed 1,807 tokens, and the decode
+// pool was sized at a fifth of its batch: 15 engines where 4 served.
+func (t *tick) decodeContextHeld(lead float64) (float64, bool) {
 	var n, kv float64
 	for _, f := range t.decodeIterations() {
 		if f.Scheduled.NumDecodeRequests <= 0 || f.Scheduled.SumDecodeKVTokens < 0 {
@@ -1382,6 +1393,9 @@ func (t *tick) decodeContextHeld() (float64, bool) {
 		n += float64(f.Scheduled.NumDecodeRequests)
 		kv += float64(f.Scheduled.SumDecodeKVTokens)
 	}
+	a := t.st.Ahead
+	n = floats.Sum(t.window(&a.DecodeHeldRequests, n, lead))
+	kv = floats.Sum(t.window(&a.DecodeHeldKV, kv, lead))
 	if n < aheadMinContextRequests || !finite(kv/n) {
 		return 0, false
 	}

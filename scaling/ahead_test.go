@@ -1151,12 +1151,37 @@ func TestAhead_DecodeContextHeld(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := aheadInput(5, 2, 2, 2, 2, 20)
 			in.FPM.Decode, in.FPM.DecodeSamples = tc.latest, tc.samples
-			tk := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}}
-			held, ok := tk.decodeContextHeld()
+			st2 := st
+			st2.Ahead = st.Ahead.clone()
+			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}}
+			held, ok := tk.decodeContextHeld(65)
 			require.Equal(t, tc.ok, ok)
 			require.InDelta(t, tc.want, held, 1e-9)
 		})
 	}
+	// Over the lead time, weighted by requests: when arrivals pause, the few long requests
+	// still held do not read as the pool's mix; ticks older than the lead time are dropped.
+	t.Run("a pause after a busy lead time", func(t *testing.T) {
+		st2 := st
+		st2.Ahead = st.Ahead.clone()
+		held := func(fpm ...perf.FPM) (float64, bool) {
+			in := aheadInput(5, 2, 2, 2, 2, 20)
+			in.FPM.Decode = fpm
+			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}}
+			return tk.decodeContextHeld(20) // four 5 s ticks
+		}
+		for range 4 {
+			_, _ = held(engine(40, 40*500))
+		}
+		got, ok := held(engine(8, 8*1800))
+		require.True(t, ok)
+		require.InDelta(t, (3*40*500+8*1800)/float64(3*40+8), got, 1e-9, "the pause's 1,800 tokens weigh 8 requests of 128")
+		for range 3 {
+			_, _ = held(engine(8, 8*1800))
+		}
+		got, _ = held(engine(8, 8*1800))
+		require.InDelta(t, 1800, got, 1e-9, "a lead time later, the pool's mix is what it holds")
+	})
 	// Sized at 40 req/s (ISL 3000, OSL 300: 3150 tokens): engines holding 9000-token contexts
 	// fit fewer requests per engine (heartbeats: the engines' state, which neither refits the
 	// perf model nor shows a batch).
