@@ -168,8 +168,9 @@ type AheadState struct {
 	// DecodeConcurrency are the decode pool's concurrency at the newest ticks, over the last
 	// lead time.
 	DecodeConcurrency []float64 `json:"decode_concurrency,omitempty"`
-	// DecodeHeldRequests and DecodeHeldKV are the decode requests and their KV tokens the
-	// FPMs of each of the newest ticks showed, over the last lead time (decodeContextHeld).
+	// DecodeHeldRequests and DecodeHeldKV are the decode requests (once per pass) and their KV
+	// tokens the FPMs of each of the newest ticks showed, over the last lead time
+	// (recordDecodeHeld, decodeContextHeld).
 	DecodeHeldRequests []float64 `json:"decode_held_requests,omitempty"`
 	DecodeHeldKV       []float64 `json:"decode_held_kv,omitempty"`
 	// StartupS is the measured startup delay (0: none measured yet).
@@ -985,6 +986,7 @@ func (t *tick) ahead() Decision {
 		t.readyDBefore = a.ReadyDecode
 	}
 	a.ReadyDecode, a.ReadyDecodeAt = 0, t.in.Now // 0: not known at this tick
+	t.recordDecodeHeld()
 	if !t.countsKnown {
 		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
 	}
@@ -1193,7 +1195,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// vary: the long ones stay longer (the ServeGen cases' exponential lengths, 360/290, hold
 	// about 650 tokens on average, not 505). The batch is the smaller of the two contexts'
 	// (the profile's interpolated surface need not fall with the context).
-	if held, ok := t.decodeContextHeld(lead); ok && held > ctx {
+	if held, ok := t.decodeContextHeld(); ok && held > ctx {
 		if bh, sh := batchAt(held); bh < b {
 			b, source = bh, fmt.Sprintf("%s, at the %.0f-token context the engines hold", sh, held)
 		}
@@ -1376,15 +1378,11 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	return a.DecodeEdgeRPS
 }
 
-// decodeContextHeld is the mean context of the decode requests the engines held over the
-// last lead time: the KV tokens over the requests that the FPMs of each tick showed (the
-// latest and the samples), when they add up to at least aheadMinContextRequests requests.
-// Weighted by requests over the lead time, not this tick's alone: when arrivals pause, the
-// requests still held are the long ones (the short ones finished first), and one tick's
-// few survivors read as the pool's mix — on a ServeGen clients case (exponential lengths,
-// 360/290, about 500 tokens held) a tick with no arrival showed 1,807 tokens, and the decode
-// pool was sized at a fifth of its batch: 15 engines where 4 served.
-func (t *tick) decodeContextHeld(lead float64) (float64, bool) {
+// recordDecodeHeld appends the decode requests and their KV tokens this tick's FPMs show
+// (the latest and the samples) to the windows decodeContextHeld reads, kept over the last
+// lead time: every tick, so that the windows span the lead time's ticks whatever the tick
+// went on to decide.
+func (t *tick) recordDecodeHeld() {
 	var n, kv float64
 	for _, f := range t.decodeIterations() {
 		if f.Scheduled.NumDecodeRequests <= 0 || f.Scheduled.SumDecodeKVTokens < 0 {
@@ -1393,9 +1391,32 @@ func (t *tick) decodeContextHeld(lead float64) (float64, bool) {
 		n += float64(f.Scheduled.NumDecodeRequests)
 		kv += float64(f.Scheduled.SumDecodeKVTokens)
 	}
+	a, lead := t.st.Ahead, t.aheadLead()
+	t.window(&a.DecodeHeldRequests, n, lead)
+	t.window(&a.DecodeHeldKV, kv, lead)
+}
+
+// decodeContextHeld is the mean context of the decode requests the engines hold — their KV
+// tokens over their requests, counted once per pass in the FPMs (the latest and the samples),
+// when at least aheadMinContextRequests — from this tick's FPMs, unless the engines hold fewer
+// than they did on average over the last lead time: then from the whole lead time's, weighted
+// by requests. When arrivals pause, the requests still held are the long ones (the short ones
+// finished first), and one tick's few survivors would read as the pool's mix: on a ServeGen
+// clients case (exponential lengths, 360/290, about 500 tokens held while traffic flows) a
+// tick with no arrival read 1,807 tokens, where the profile's batch is 20 requests against
+// 71 at 498, and decode was ordered from 9 engines to 15 where the next tick sized 4. A pool
+// as busy as usual, or busier, is read at once: outputs that got longer show there first
+// (their lengths are known only when they finish).
+func (t *tick) decodeContextHeld() (float64, bool) {
 	a := t.st.Ahead
-	n = floats.Sum(t.window(&a.DecodeHeldRequests, n, lead))
-	kv = floats.Sum(t.window(&a.DecodeHeldKV, kv, lead))
+	ns, kvs := a.DecodeHeldRequests, a.DecodeHeldKV
+	if len(ns) == 0 || len(ns) != len(kvs) {
+		return 0, false
+	}
+	n, kv := ns[len(ns)-1], kvs[len(kvs)-1]
+	if total := floats.Sum(ns); n*float64(len(ns)) < total {
+		n, kv = total, floats.Sum(kvs)
+	}
 	if n < aheadMinContextRequests || !finite(kv/n) {
 		return 0, false
 	}

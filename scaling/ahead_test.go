@@ -1128,7 +1128,8 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 
 // TestAhead_DecodeContextHeld: the decode batch is sized at the context the engines hold when
 // it is longer than ISL + OSL/2 (varied output lengths: the long ones stay longer), read from
-// the tick's FPMs with enough requests in them.
+// the tick's FPMs with enough requests in them, or over the lead time when the engines hold
+// fewer than usual.
 func TestAhead_DecodeContextHeld(t *testing.T) {
 	p, st := aheadPlanner(t)
 	engine := func(requests, kv int64) perf.FPM {
@@ -1154,34 +1155,41 @@ func TestAhead_DecodeContextHeld(t *testing.T) {
 			st2 := st
 			st2.Ahead = st.Ahead.clone()
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}}
-			held, ok := tk.decodeContextHeld(65)
+			tk.recordDecodeHeld()
+			held, ok := tk.decodeContextHeld()
 			require.Equal(t, tc.ok, ok)
 			require.InDelta(t, tc.want, held, 1e-9)
 		})
 	}
-	// Over the lead time, weighted by requests: when arrivals pause, the few long requests
-	// still held do not read as the pool's mix; ticks older than the lead time are dropped.
-	t.Run("a pause after a busy lead time", func(t *testing.T) {
+	// A tick that holds fewer requests than the lead time's ticks did on average (arrivals
+	// paused: the long requests outlast the short ones) is read over the lead time, weighted
+	// by requests; one as busy or busier is read at once (outputs that got longer).
+	heldAfter := func(ticks ...perf.FPM) (float64, bool, int) {
 		st2 := st
 		st2.Ahead = st.Ahead.clone()
-		held := func(fpm ...perf.FPM) (float64, bool) {
+		var held float64
+		var ok bool
+		var k int
+		for _, fpm := range ticks {
 			in := aheadInput(5, 2, 2, 2, 2, 20)
-			in.FPM.Decode = fpm
+			in.FPM.Decode = []perf.FPM{fpm}
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}}
-			return tk.decodeContextHeld(20) // four 5 s ticks
+			tk.recordDecodeHeld()
+			held, ok = tk.decodeContextHeld()
+			k = int(math.Ceil(tk.aheadLead() / p.loadI))
 		}
-		for range 4 {
-			_, _ = held(engine(40, 40*500))
-		}
-		got, ok := held(engine(8, 8*1800))
-		require.True(t, ok)
-		require.InDelta(t, (3*40*500+8*1800)/float64(3*40+8), got, 1e-9, "the pause's 1,800 tokens weigh 8 requests of 128")
-		for range 3 {
-			_, _ = held(engine(8, 8*1800))
-		}
-		got, _ = held(engine(8, 8*1800))
-		require.InDelta(t, 1800, got, 1e-9, "a lead time later, the pool's mix is what it holds")
-	})
+		return held, ok, k
+	}
+	_, _, k := heldAfter(engine(1, 1))
+	require.Greater(t, k, 3, "a lead time of several ticks")
+	busy := slices.Repeat([]perf.FPM{engine(40, 40*500)}, k)
+	got, ok, _ := heldAfter(append(slices.Clone(busy), engine(8, 8*1800))...)
+	require.True(t, ok)
+	require.InDelta(t, (float64(k-1)*40*500+8*1800)/float64((k-1)*40+8), got, 1e-9, "a pause: its 8 survivors weigh 8 requests among the lead time's")
+	got, _, _ = heldAfter(append(slices.Clone(busy), engine(60, 60*2000))...)
+	require.InDelta(t, 2000, got, 1e-9, "longer outputs on a busy pool: read at once")
+	got, _, _ = heldAfter(append(slices.Clone(busy), slices.Repeat([]perf.FPM{engine(8, 8*1800)}, k)...)...)
+	require.InDelta(t, 1800, got, 1e-9, "a lead time later, the pool's mix is what it holds")
 	// Sized at 40 req/s (ISL 3000, OSL 300: 3150 tokens): engines holding 9000-token contexts
 	// fit fewer requests per engine (heartbeats: the engines' state, which neither refits the
 	// perf model nor shows a batch).
