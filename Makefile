@@ -80,7 +80,7 @@ BENCH_OUT := bench-sim-out
 ROBUST_CASES := 20
 ROBUST_SEED := 3
 # The synthetic shapes (steps, ramps, flash crowds, on/off waves: docs/simulate.md), on the same seed,
-# with the hindsight oracle (the whole run took 23 minutes with it, 22 without): no shared trace has such shapes, so
+# with the hindsight oracle (it adds about a minute): no shared trace has such shapes, so
 # how far a policy is from what hindsight gets on them is measured here.
 SHAPES_CASES := 10
 # ServeGen's clients with their measured burstiness (docs/simulate.md), on the same seed: a source the policy
@@ -88,14 +88,14 @@ SHAPES_CASES := 10
 CLIENTS_CASES := 10
 
 .PHONY: bench-sim
-bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, and 10 of the synthetic shapes with the oracle); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 23 minutes on 2 cores (4 for the scenarios).
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, and 10 each of the synthetic shapes and of ServeGen's clients with the oracle); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 36 minutes on 2 cores (4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
 	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md; mkdir -p $(BENCH_OUT)
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
 	@$(TOOLS)/planner robustness --sources shapes --cases $(SHAPES_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/shapes.json > $(BENCH_OUT)/shapes.md || exit 1
-	@$(TOOLS)/planner robustness --sources servegen-clients --cases $(CLIENTS_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/clients.json > $(BENCH_OUT)/clients.md || exit 1
+	@$(TOOLS)/planner robustness --sources servegen-clients --cases $(CLIENTS_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/clients.json > $(BENCH_OUT)/clients.md || exit 1
 	@for m in results robust shapes clients; do grep -q "<!-- $$m:begin -->" docs/benchmarks.md && grep -q "<!-- $$m:end -->" docs/benchmarks.md \
 		|| { echo "docs/benchmarks.md: the <!-- $$m:begin/end --> markers are missing; nothing rewritten" >&2; exit 1; }; done
 	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md -v k=$(BENCH_OUT)/clients.md \
