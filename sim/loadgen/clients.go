@@ -31,7 +31,7 @@ type ClientsOptions struct {
 
 // MinIATCV and MaxIATCV bound a client window's inter-arrival cv: the gamma's shape 1/cv²
 // stays within [0.01, 10⁴]. At cv 10 most of a client's requests arrive at the same instant
-// as the one before (74% of them): batches of requests, minutes apart.
+// as the one before (three in four): batches of requests, minutes apart.
 const (
 	MinIATCV = 0.01
 	MaxIATCV = 10
@@ -67,9 +67,6 @@ func FromClients(o ClientsOptions) ([]predict.Request, error) {
 		return nil, fmt.Errorf("loadgen: clients: about %.0f requests, more than %d", expected, maxClientRequests)
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	draw := func(mean float64, most int) int {
-		return max(1, min(most, int(math.Round(rng.ExpFloat64()*mean))))
-	}
 	var out []predict.Request
 	for w, clients := range o.Windows {
 		from := float64(w) * o.StepS
@@ -95,8 +92,8 @@ func FromClients(o ClientsOptions) ([]predict.Request, error) {
 				if len(out) >= maxClientRequests {
 					return nil, fmt.Errorf("loadgen: clients: more than %d requests", maxClientRequests)
 				}
-				isl := draw(o.MeanISL, o.MaxTokens-1)
-				out = append(out, predict.Request{Arrival: t, InputTokens: isl, OutputTokens: draw(o.MeanOSL, o.MaxTokens-isl)})
+				isl, osl := exponentialLengths(rng, o.MeanISL, o.MeanOSL, o.MaxTokens)
+				out = append(out, predict.Request{Arrival: t, InputTokens: isl, OutputTokens: osl})
 			}
 		}
 	}

@@ -270,6 +270,16 @@ type RatesOptions struct {
 	Seed             uint64
 }
 
+// exponentialLengths draws a request's prompt and output lengths from exponential
+// distributions of means meanISL and meanOSL: each at least 1 token, at most maxTokens in all.
+func exponentialLengths(rng *rand.Rand, meanISL, meanOSL float64, maxTokens int) (isl, osl int) {
+	draw := func(mean float64, most int) int {
+		return max(1, min(most, int(math.Round(rng.ExpFloat64()*mean))))
+	}
+	isl = draw(meanISL, maxTokens-1)
+	return isl, draw(meanOSL, maxTokens-isl)
+}
+
 // FromRates generates the load of o.
 func FromRates(o RatesOptions) ([]predict.Request, error) {
 	switch {
@@ -284,9 +294,6 @@ func FromRates(o RatesOptions) ([]predict.Request, error) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	draw := func(mean float64, most int) int {
-		return max(1, min(most, int(math.Round(rng.ExpFloat64()*mean))))
-	}
 	var out []predict.Request
 	for s := 0; float64(s) < o.DurationS; s++ {
 		x := float64(s) / o.StepS
@@ -297,9 +304,8 @@ func FromRates(o RatesOptions) ([]predict.Request, error) {
 		}
 		n := poisson(rng, rate)
 		for k := 0; k < n; k++ {
-			isl := draw(o.MeanISL, o.MaxTokens-1)
-			out = append(out, predict.Request{Arrival: float64(s) + float64(k)/float64(n), InputTokens: isl,
-				OutputTokens: draw(o.MeanOSL, o.MaxTokens-isl)})
+			isl, osl := exponentialLengths(rng, o.MeanISL, o.MeanOSL, o.MaxTokens)
+			out = append(out, predict.Request{Arrival: float64(s) + float64(k)/float64(n), InputTokens: isl, OutputTokens: osl})
 		}
 	}
 	return out, nil
