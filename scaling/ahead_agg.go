@@ -302,7 +302,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 			nowService = v
 		}
 	}
-	excess := t.learnExcessWait(f, nowService, cs2)
+	excess := t.learnExcessWait(f, nowService, cs2, s.ISL)
 	n, service, ok := aggEngines(s, m.PassTime, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, missShare, limit)
 	if !ok {
 		return 0, "aggregated: perf model not ready", false

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/perf"
 
 	"github.com/stretchr/testify/require"
 )
@@ -124,6 +125,86 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 			}
 			require.Equal(t, before.Count[0], a.Count[0], "the traffic history is kept")
 			require.Positive(t, a.ExcessWait, "the excess wait is kept")
+		})
+	}
+}
+
+func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
+	// Twelve ticks at 20 req/s of 3,000-token prompts on 4 ready engines whose mean TTFT
+	// (150 ms) is slower than the queueing model says: an excess wait, unless a backlog is
+	// being cleared — the prompts queued on the engines take the ready pool longer than the
+	// TTFT slack to clear, and fewer are queued than an interval before (the waits are then
+	// the backlog's tail, which the sizing counts as demand already). A backlog that does not
+	// shrink is a pool falling behind: learned.
+	shrinking := func(from int64) func(int) int64 {
+		return func(i int) int64 { return from - int64(i)*3000 }
+	}
+	steady := func(n int64) func(int) int64 { return func(int) int64 { return n } }
+	always := func(int) bool { return true }
+	tests := []struct {
+		name     string
+		agg      bool
+		backlog  func(tick int) int64 // prompt tokens queued at each tick (-1: the one before)
+		readable func(tick int) bool  // whether the tick's mean TTFT is read
+		every    float64              // seconds between ticks (the interval is 5 s)
+		learned  bool                 // an excess wait at the end
+		skipped  bool                 // a tick said it did not learn
+	}{
+		{"no backlog: learned", false, steady(0), always, 5, true, false},
+		{"a hundred prompts queued, not shrinking: learned", false, steady(300000), always, 5, true, false},
+		{"a hundred prompts queued, growing: learned", false, func(i int) int64 { return 300000 + int64(i)*3000 }, always, 5, true, false},
+		{"a hundred prompts being cleared: not learned", false, shrinking(300000), always, 5, false, true},
+		{"three prompts being cleared within the slack: learned", false, func(i int) int64 { return 9000 - int64(i)*500 }, always, 5, true, false},
+		{"growing, then being cleared: learned while it grew only", false,
+			func(i int) int64 { return 300000 - int64(max(0, i-5))*40000 + int64(min(i, 5))*3000 }, always, 5, true, true},
+		{"being cleared, every other tick's TTFT unreadable: each tick's backlog is the next one's before", false,
+			shrinking(300000), func(i int) bool { return i%2 == 0 }, 5, false, true},
+		{"being cleared, but the ticks 10 s apart (missed ones): not compared, learned", false, shrinking(300000), always, 10, true, false},
+		{"aggregated, no backlog: learned", true, steady(0), always, 5, true, false},
+		{"aggregated, a hundred prompts being cleared: not learned", true, shrinking(300000), always, 5, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p *Planner
+			var st State
+			if tc.agg {
+				p, st = aggAheadPlanner(t)
+			} else {
+				p, st = aheadPlanner(t)
+			}
+			// What the tick before the first saw.
+			st.Ahead.PromptBacklog, st.Ahead.PromptBacklogAt = float64(tc.backlog(-1)), 10-tc.every
+			var notes []string
+			var grown float64 // the excess wait when the backlog last grew
+			for i := range 12 {
+				now := 10 + tc.every*float64(i)
+				in := aheadInput(now, 4, 4, 4, 4, 20)
+				if tc.readable(i) {
+					in.Traffic.TTFTMs = ptr(150.0)
+				}
+				tokens := tc.backlog(i)
+				queued := []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens}}}
+				if tc.agg {
+					in.FPM.Decode = queued
+				} else {
+					in.FPM.Prefill = queued
+				}
+				next, _, diag, err := p.Decide(st, in)
+				require.NoError(t, err)
+				st = next
+				require.Equal(t, float64(tokens), st.Ahead.PromptBacklog, "the tick's backlog is recorded for the next")
+				require.Equal(t, now, st.Ahead.PromptBacklogAt)
+				notes = append(notes, diag.Notes...)
+				if tokens >= tc.backlog(i-1) {
+					grown = st.Ahead.ExcessWait
+				}
+			}
+			skipped := strings.Contains(strings.Join(notes, "\n"), "excess wait not learned: a backlog is being cleared")
+			require.Equal(t, tc.learned, st.Ahead.ExcessWait > 0, "excess wait %v", st.Ahead.ExcessWait)
+			require.Equal(t, tc.skipped, skipped, "the diagnostics say why: %q", notes)
+			if tc.skipped {
+				require.Equal(t, grown, st.Ahead.ExcessWait, "nothing learned while the backlog was being cleared")
+			}
 		})
 	}
 }

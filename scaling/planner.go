@@ -378,6 +378,10 @@ type tick struct {
 	countsKnown          bool
 	// readyDBefore is the ready decode engines at the ahead policy's last tick (0: unknown).
 	readyDBefore int
+	// backlogBefore is the prompt tokens queued on the prompt pool at the ahead policy's
+	// last tick, when that was one interval ago (backlogBeforeKnown).
+	backlogBefore      float64
+	backlogBeforeKnown bool
 
 	prefill, decode, agg *perf.EngineModel
 
