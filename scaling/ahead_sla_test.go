@@ -149,19 +149,22 @@ func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
 		every    float64              // seconds between ticks (the interval is 5 s)
 		learned  bool                 // an excess wait at the end
 		skipped  bool                 // a tick said it did not learn
+		hold     func(tick int) bool  // ticks whose traffic is unreadable (they hold; nil: none)
 	}{
-		{"no backlog: learned", false, steady(0), always, 5, true, false},
-		{"a hundred prompts queued, not shrinking: learned", false, steady(300000), always, 5, true, false},
-		{"a hundred prompts queued, growing: learned", false, func(i int) int64 { return 300000 + int64(i)*3000 }, always, 5, true, false},
-		{"a hundred prompts being cleared: not learned", false, shrinking(300000), always, 5, false, true},
-		{"three prompts being cleared within the slack: learned", false, func(i int) int64 { return 9000 - int64(i)*500 }, always, 5, true, false},
+		{"no backlog: learned", false, steady(0), always, 5, true, false, nil},
+		{"a hundred prompts queued, not shrinking: learned", false, steady(300000), always, 5, true, false, nil},
+		{"a hundred prompts queued, growing: learned", false, func(i int) int64 { return 300000 + int64(i)*3000 }, always, 5, true, false, nil},
+		{"a hundred prompts being cleared: not learned", false, shrinking(300000), always, 5, false, true, nil},
+		{"three prompts being cleared within the slack: learned", false, func(i int) int64 { return 9000 - int64(i)*500 }, always, 5, true, false, nil},
 		{"growing, then being cleared: learned while it grew only", false,
-			func(i int) int64 { return 300000 - int64(max(0, i-5))*40000 + int64(min(i, 5))*3000 }, always, 5, true, true},
+			func(i int) int64 { return 300000 - int64(max(0, i-5))*40000 + int64(min(i, 5))*3000 }, always, 5, true, true, nil},
 		{"being cleared, every other tick's TTFT unreadable: each tick's backlog is the next one's before", false,
-			shrinking(300000), func(i int) bool { return i%2 == 0 }, 5, false, true},
-		{"being cleared, but the ticks 10 s apart (missed ones): not compared, learned", false, shrinking(300000), always, 10, true, false},
-		{"aggregated, no backlog: learned", true, steady(0), always, 5, true, false},
-		{"aggregated, a hundred prompts being cleared: not learned", true, shrinking(300000), always, 5, false, true},
+			shrinking(300000), func(i int) bool { return i%2 == 0 }, 5, false, true, nil},
+		{"being cleared, but the ticks 10 s apart (missed ones): not compared, learned", false, shrinking(300000), always, 10, true, false, nil},
+		{"being cleared, with a hold on unreadable traffic between: the hold records its backlog too", false,
+			shrinking(300000), always, 5, false, true, func(i int) bool { return i == 5 }},
+		{"aggregated, no backlog: learned", true, steady(0), always, 5, true, false, nil},
+		{"aggregated, a hundred prompts being cleared: not learned", true, shrinking(300000), always, 5, false, true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,6 +184,9 @@ func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
 				in := aheadInput(now, 4, 4, 4, 4, 20)
 				if tc.readable(i) {
 					in.Traffic.TTFTMs = ptr(150.0)
+				}
+				if tc.hold != nil && tc.hold(i) {
+					in.Traffic.NumReq = nil
 				}
 				tokens := tc.backlog(i)
 				queued := []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens}}}
