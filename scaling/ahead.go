@@ -1112,11 +1112,11 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
 	}
 	kv := t.kvHitRate()
-	var backlog float64
-	for _, s := range t.stats(c) {
-		if c == Prefill {
-			backlog += float64(s.Queued.SumPrefillTokens)
-		} else {
+	var backlog float64 // prefill: queued prompt tokens; decode: preempted requests
+	if c == Prefill {
+		backlog = t.queuedPromptTokens()
+	} else {
+		for _, s := range t.stats(c) {
 			backlog += float64(s.Queued.NumDecodeRequests)
 		}
 	}
@@ -1570,7 +1570,8 @@ func (t *tick) measureStartup() {
 }
 
 // queuedPromptTokens is the prompt tokens waiting on the prompt pool's engines, as their
-// latest FPMs show them (what the sizing adds to the rate as a backlog).
+// latest FPMs show them: the backlog the prompt pool's sizing adds to the rate, and the one
+// learnExcessWait compares with the last tick's.
 func (t *tick) queuedPromptTokens() float64 {
 	var n float64
 	for _, s := range t.stats(t.promptPool()) {

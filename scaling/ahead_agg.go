@@ -234,9 +234,8 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	if g := t.gpuCost(Decode); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
 	}
-	var backlogTokens, backlogReqs float64
+	backlogTokens, backlogReqs := t.queuedPromptTokens(), 0.0
 	for _, s := range t.stats(Decode) {
-		backlogTokens += float64(s.Queued.SumPrefillTokens)
 		backlogReqs += float64(s.Queued.NumDecodeRequests)
 	}
 	if f.Rate <= 0 && backlogTokens <= 0 && backlogReqs <= 0 {
