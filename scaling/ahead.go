@@ -1194,8 +1194,8 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	modelled := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
 	batchAt := func(ctx float64) (float64, string) {
 		b, source := t.profileDecodeCap(modelled, ctx, "at the ITL SLA")
-		if shown := aheadShownShare * shownBatch(t.st.Ahead.DecodeShown, ctx); shown > b {
-			b, source = shown, fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA (the perf model says %.0f)", 100*aheadShownShare, b)
+		if shown, why := t.shownDecodeBatch(ctx); shown > b {
+			b, source = shown, fmt.Sprintf("%s (the perf model says %.0f)", why, b)
 		}
 		return b, source
 	}

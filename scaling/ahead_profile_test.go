@@ -92,3 +92,46 @@ func TestProfileDecodeCap(t *testing.T) {
 		})
 	}
 }
+
+// A batch shown at one context vouches at another for no more than the profile's batch there,
+// unless the engines ran more than the profile at their own context (then scaled by the
+// profile's batches): the profile's surface is not monotonic in the context.
+func TestShownDecodeBatch_HeldToTheProfile(t *testing.T) {
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	withITL := slaConfig(func(c *config.Config) { c.ITLMs = 10 })
+	p, err := New(withITL, prof)
+	require.NoError(t, err)
+	const ctx = 2112.0
+	here, long := p.profileDecodeBatch(ctx, 10, 1), p.profileDecodeBatch(3000, 10, 1)
+	require.Greater(t, long, 1.5*here, "the profile holds far more requests at 3,000 tokens than at 2,112")
+	shown := func(n, perRequest float64) ShownBatch { return ShownBatch{N: n, KV: n * perRequest} }
+
+	for _, tc := range []struct {
+		name   string
+		p      *Planner
+		points []ShownBatch
+		want   float64
+		source string // a part of the reason given
+	}{
+		{name: "within the profile: 80% of the shown batch", p: p, points: []ShownBatch{shown(0.8*here, ctx)},
+			want: 0.64 * here, source: "80% of a batch the engines ran within the ITL SLA"},
+		{name: "a long-context batch within the profile there: held to the profile's batch here", p: p,
+			points: []ShownBatch{shown(long-4, 3000)}, want: here, source: "held to the profile's"},
+		{name: "more than the profile ran at their own context: scaled by the profile's batches", p: p,
+			points: []ShownBatch{shown(2*long, 3000)}, want: 0.8 * 2 * long * here / long, source: "they ran more than the profile at their own"},
+		{name: "the best of several points", p: p, points: []ShownBatch{shown(long-4, 3000), shown(0.8*here, ctx)},
+			want: here, source: "held to the profile's"},
+		{name: "no profile: 80% of the shown batch, whatever the context", p: mustPlanner(t, withITL),
+			points: []ShownBatch{shown(long-4, 3000)}, want: 0.8 * (long - 4), source: "80% of a batch"},
+		{name: "nothing shown", p: p, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := mustInit(t, tc.p, 0, Bootstrap{})
+			st.Ahead = &AheadState{DecodeShown: tc.points}
+			b, source := newTick(tc.p, &st, 1, 1).shownDecodeBatch(ctx)
+			require.InDelta(t, tc.want, b, 1e-9)
+			require.Contains(t, source, tc.source)
+		})
+	}
+}
