@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -211,6 +212,38 @@ func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
 			if tc.skipped {
 				require.Equal(t, grown, st.Ahead.ExcessWait, "nothing learned while the backlog was being cleared")
 			}
+		})
+	}
+}
+
+// The backlog rule's guards: it needs the prompts' length (a backlog in tokens is read as
+// prompts) and a TTFT slack (with none, every backlog would take longer than it to clear).
+// Without either, or without the backlog an interval before, the wait is learned.
+func TestLearnExcessWait_TheBacklogRuleNeedsLengthsSlackAndTheBacklogBefore(t *testing.T) {
+	tests := []struct {
+		name        string
+		isl         float64
+		service     float64 // seconds per prompt (the TTFT SLA is 200 ms)
+		ttftMs      float64
+		beforeKnown bool
+		learned     bool
+	}{
+		{"a backlog being cleared: not learned", 3000, 0.05, 150, true, false},
+		{"no prompt length: the rule does not apply", 0, 0.05, 150, true, true},
+		{"no TTFT slack: the rule does not apply", 3000, 0.21, 350, true, true},
+		{"the backlog an interval before unknown: the rule does not apply", 3000, 0.05, 150, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			st.Ahead.PromptBacklog = 300000
+			tk := newTick(p, &st, 4, 4)
+			tk.in = Input{Traffic: &TrafficObservation{DurationS: 5, TTFTMs: ptr(tc.ttftMs)}}
+			tk.backlogBefore, tk.backlogBeforeKnown = 303000, tc.beforeKnown
+			excess := tk.learnExcessWait(Forecast{Level: 10}, tc.service, 1, tc.isl)
+			require.Equal(t, tc.learned, st.Ahead.ExcessWait > 0, "excess wait %v", st.Ahead.ExcessWait)
+			require.Equal(t, math.Max(0, st.Ahead.ExcessWait), excess)
+			require.Equal(t, !tc.learned, strings.Contains(strings.Join(tk.diag.Notes, "\n"), "a backlog is being cleared"), tk.diag.Notes)
 		})
 	}
 }
