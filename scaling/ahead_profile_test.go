@@ -103,8 +103,9 @@ func TestShownDecodeBatch_HeldToTheProfile(t *testing.T) {
 	p, err := New(withITL, prof)
 	require.NoError(t, err)
 	const ctx = 2112.0
-	here, long := p.profileDecodeBatch(ctx, 10, 1), p.profileDecodeBatch(3000, 10, 1)
+	here, long, short := p.profileDecodeBatch(ctx, 10, 1), p.profileDecodeBatch(3000, 10, 1), p.profileDecodeBatch(1000, 10, 1)
 	require.Greater(t, long, 1.5*here, "the profile holds far more requests at 3,000 tokens than at 2,112")
+	require.Greater(t, short, here, "and more at 1,000 tokens")
 	shown := func(n, perRequest float64) ShownBatch { return ShownBatch{N: n, KV: n * perRequest} }
 
 	for _, tc := range []struct {
@@ -118,8 +119,12 @@ func TestShownDecodeBatch_HeldToTheProfile(t *testing.T) {
 			want: 0.64 * here, source: "80% of a batch the engines ran within the ITL SLA"},
 		{name: "a long-context batch within the profile there: held to the profile's batch here", p: p,
 			points: []ShownBatch{shown(long-4, 3000)}, want: here, source: "held to the profile's"},
-		{name: "more than the profile ran at their own context: scaled by the profile's batches", p: p,
-			points: []ShownBatch{shown(2*long, 3000)}, want: 0.8 * 2 * long * here / long, source: "they ran more than the profile at their own"},
+		{name: "twice the profile's batch at their own, longer context: 80% of twice the profile's batch here", p: p,
+			points: []ShownBatch{shown(2*long, 3000)}, want: 0.8 * 2 * here, source: "they ran 2.00× the profile's batch at their own"},
+		{name: "twice the profile's batch at a shorter context: at most the 80% it vouches for here", p: p,
+			points: []ShownBatch{shown(2*short, 1000)}, want: 0.8 * 2 * short * 1000 / ctx, source: "they ran 2.00× the profile's batch at their own"},
+		{name: "the most any point beat the profile by, each at its own context", p: p,
+			points: []ShownBatch{shown(long-4, 3000), shown(1.5*short, 1000)}, want: 0.8 * 1.5 * here, source: "they ran 1.50× the profile's batch at their own"},
 		{name: "the best of several points", p: p, points: []ShownBatch{shown(long-4, 3000), shown(0.8*here, ctx)},
 			want: here, source: "held to the profile's"},
 		{name: "no profile: 80% of the shown batch, whatever the context", p: mustPlanner(t, withITL),

@@ -110,36 +110,38 @@ func shownBatch(f []ShownBatch, ctx float64) float64 {
 
 // shownDecodeBatch is the decode batch at mean context ctx the demonstrated batches let the
 // sizing rely on (aheadShownShare of shownBatch), and the reason to give for it. With a
-// profile it is held to what the profile measured within the ITL SLA at ctx, unless the
-// engines showed more than the profile at their own context: the dominance shownBatch
-// assumes (fewer requests holding fewer tokens are as fast) does not hold on a measured
-// surface. On the H200 profile 49 requests of 3,000 tokens run within a 10 ms ITL and 23 of
-// 2,112 (18 of 2,000): a batch of 45 shown on a step's long requests vouched for 36 at
-// 2,112 tokens, and the pool sized on it missed the ITL of 40% of a minute's requests
-// (docs/policy.md, "A batch shown at another context"). A demonstrated batch there vouches
-// for at most the profile's batch, or for its own share scaled by the profile's batch at ctx
-// over the profile's batch at its context when that is more.
+// profile it is held to the profile's batch within the ITL SLA at ctx — the batch the
+// profile cap already holds the perf model to — unless the engines ran more than the
+// profile at their own context: then to that share of the profile's batch at ctx (the most
+// any point ran over the profile's batch at its own context), at most aheadShownShare of
+// shownBatch. shownBatch's dominance (fewer requests holding fewer tokens are as fast) does
+// not hold on the profile's surface as interpolated between its measured contexts, which the
+// simulated engines run: on the H200 profile, measured at 350 and 2,997 tokens and nothing
+// between, 49 requests of 3,000 tokens run within a 10 ms ITL but 23 of 2,112. A batch of 45
+// shown on a step's long requests vouched for 36 at 2,112 tokens, and the pool sized on it
+// missed the ITL of 40% of a minute's requests (docs/policy.md, "A batch shown at another
+// context"). Real engines whose time grows with the KV tokens are held to a pessimistic
+// interpolation the same way the profile cap holds them: GPU-hours, not goodput.
 func (t *tick) shownDecodeBatch(ctx float64) (float64, string) {
 	f := t.st.Ahead.DecodeShown
 	shown := aheadShownShare * shownBatch(f, ctx)
 	why := fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA", 100*aheadShownShare)
-	here := t.p.profileDecodeBatch(ctx, t.p.cfg.ITLMs, t.acceptLength())
-	if here < 1 || shown <= here {
+	profileBatch := func(ctx float64) float64 { return t.p.profileDecodeBatch(ctx, t.p.cfg.ITLMs, t.acceptLength()) }
+	here := profileBatch(ctx)
+	if here < 1 || !(shown > here) {
 		return shown, why
 	}
-	var scaled float64
+	var beat float64 // the most a point ran over the profile's batch at its own context
 	for _, q := range f {
-		if !(q.N > 0) {
+		if !(q.N > 0) || !finite(q.KV) {
 			continue
 		}
-		v := math.Min(q.N, q.KV/math.Max(1, ctx))
-		if own := t.p.profileDecodeBatch(q.KV/q.N, t.p.cfg.ITLMs, t.acceptLength()); own > here {
-			v *= here / own
+		if own := profileBatch(q.KV / q.N); own >= 1 {
+			beat = math.Max(beat, q.N/own)
 		}
-		scaled = math.Max(scaled, v)
 	}
-	if scaled *= aheadShownShare; scaled > here {
-		return scaled, fmt.Sprintf("%s, more than the profile's %.0f at a %.0f-token context: they ran more than the profile at their own", why, here, ctx)
+	if scaled := math.Min(shown, aheadShownShare*beat*here); scaled > here {
+		return scaled, fmt.Sprintf("%s, %.0f%% of the profile's %.0f at a %.0f-token context: they ran %.2f× the profile's batch at their own", why, 100*aheadShownShare*beat, here, ctx, beat)
 	}
 	return here, fmt.Sprintf("%s, held to the profile's %.0f at a %.0f-token context", why, here, ctx)
 }
