@@ -1188,8 +1188,9 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	}
 	// Requests per second per engine at a batch: the capacity point's time per request.
 	perRequest := float64(capacity.BatchSize) / capacity.RPS
-	// The slowest estimate of the lead time, but never below a batch the engines ran within
-	// the SLA at the sizing context: a refit on one burst's iterations can swing far below it.
+	// The slowest estimate of the lead time, but never below 80% of a batch the engines ran
+	// within the SLA at the sizing context, held to the profile's batch there unless they beat
+	// the profile (shownDecodeBatch): a refit on one burst's iterations can swing far below it.
 	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
 	modelled := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
 	batchAt := func(ctx float64) (float64, string) {

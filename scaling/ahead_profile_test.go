@@ -119,6 +119,8 @@ func TestShownDecodeBatch_HeldToTheProfile(t *testing.T) {
 			want: 0.64 * here, source: "80% of a batch the engines ran within the ITL SLA"},
 		{name: "a long-context batch within the profile there: held to the profile's batch here", p: p,
 			points: []ShownBatch{shown(long-4, 3000)}, want: here, source: "held to the profile's"},
+		{name: "1.2× the profile's batch at their own: not the 1.25× that raises it, the profile's batch here", p: p,
+			points: []ShownBatch{shown(1.2*long, 3000)}, want: here, source: "held to the profile's"},
 		{name: "twice the profile's batch at their own, longer context: 80% of twice the profile's batch here", p: p,
 			points: []ShownBatch{shown(2*long, 3000)}, want: 0.8 * 2 * here, source: "they ran 2.00× the profile's batch at their own"},
 		{name: "twice the profile's batch at a shorter context: at most the 80% it vouches for here", p: p,

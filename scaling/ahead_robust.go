@@ -110,23 +110,24 @@ func shownBatch(f []ShownBatch, ctx float64) float64 {
 
 // shownDecodeBatch is the decode batch at mean context ctx the demonstrated batches let the
 // sizing rely on (aheadShownShare of shownBatch), and the reason to give for it. With a
-// profile it is held to the profile's batch within the ITL SLA at ctx — the batch the
-// profile cap already holds the perf model to — unless the engines ran more than the
-// profile at their own context: then to that share of the profile's batch at ctx (the most
-// any point ran over the profile's batch at its own context), at most aheadShownShare of
-// shownBatch. shownBatch's dominance (fewer requests holding fewer tokens are as fast) does
-// not hold on the profile's surface as interpolated between its measured contexts, which the
-// simulated engines run: on the H200 profile, measured at 350 and 2,997 tokens and nothing
-// between, 49 requests of 3,000 tokens run within a 10 ms ITL but 23 of 2,112. A batch of 45
-// shown on a step's long requests vouched for 36 at 2,112 tokens, and the pool sized on it
-// missed the ITL of 40% of a minute's requests (docs/policy.md, "A batch shown at another
-// context"). Real engines whose time grows with the KV tokens are held to a pessimistic
-// interpolation the same way the profile cap holds them: GPU-hours, not goodput.
+// profile that holds a request or more at ctx, it is held to the profile's batch there — the
+// batch the profile cap already holds the perf model to — unless the engines ran more than
+// the profile at their own context: then it is aheadShownShare × the most any point ran over
+// the profile's batch at its own context × the profile's batch at ctx, never below the
+// profile's batch (a point must beat it by 1/aheadShownShare to raise it) nor above
+// aheadShownShare of shownBatch. shownBatch's dominance (fewer requests holding fewer tokens
+// are as fast) does not hold on the profile's surface as interpolated between its measured
+// contexts, which the simulated engines run: on the H200 profile, measured at 350 and 2,997
+// tokens and nothing between, 49 requests of 3,000 tokens run within a 10 ms ITL but 23 of
+// 2,112. A batch of 45 shown on a step's long requests vouched for 36 at 2,112 tokens, and the
+// pool sized on it missed the ITL of 40% of a minute's requests (docs/policy.md, "A batch
+// shown at another context"). Real engines whose time grows with the KV tokens are held to a
+// pessimistic interpolation the same way the profile cap holds them: GPU-hours, not goodput.
 func (t *tick) shownDecodeBatch(ctx float64) (float64, string) {
 	f := t.st.Ahead.DecodeShown
 	shown := aheadShownShare * shownBatch(f, ctx)
 	why := fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA", 100*aheadShownShare)
-	profileBatch := func(ctx float64) float64 { return t.p.profileDecodeBatch(ctx, t.p.cfg.ITLMs, t.acceptLength()) }
+	profileBatch := func(c float64) float64 { return t.p.profileDecodeBatch(c, t.p.cfg.ITLMs, t.acceptLength()) }
 	here := profileBatch(ctx)
 	if here < 1 || !(shown > here) {
 		return shown, why

@@ -88,8 +88,9 @@ func TestShownBatch(t *testing.T) {
 
 // TestAhead_DecodeNotSizedBelowWhatTheEnginesRan: whatever the perf model says, the decode
 // batch at the ITL SLA is not sized below aheadShownShare of a batch the engines ran within
-// the SLA at the sizing context, and that is remembered across ticks whose FPMs show nothing
-// of the kind; a perf model within that share of it is left alone.
+// the SLA at the sizing context (held to the profile's batch there unless the engines beat
+// the profile: TestShownDecodeBatch_HeldToTheProfile), and that is remembered across ticks
+// whose FPMs show nothing of the kind; a perf model within that share of it is left alone.
 func TestAhead_DecodeNotSizedBelowWhatTheEnginesRan(t *testing.T) {
 	// The model on the test profile holds 33 requests at ISL 3000 + OSL 300 / 2 within the
 	// 10 ms SLA.
