@@ -93,3 +93,59 @@ func BenchmarkDecideThroughputTick(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideAheadTick is one tick of the ahead policy after ten minutes of steady
+// traffic at 20 req/s, its decode batch floored by 16 batches the engines ran within the ITL
+// SLA: within the profile at the sizing context (one profile batch search), or beyond it, at
+// longer contexts (the profile searched at each point's context too: shownDecodeBatch, 17
+// searches per context).
+func BenchmarkDecideAheadTick(b *testing.B) {
+	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := New(slaConfig(func(c *config.Config) {
+		c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.PolicyAhead, 200, 10, 32
+	}), profile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm := mustInit(b, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)})
+	input := func(now float64) Input {
+		in := aheadInput(now, 4, 4, 4, 4, 20)
+		for i := range 4 {
+			in.FPM.Decode = append(in.FPM.Decode, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("d%d", i), WallTime: 0.008,
+				Scheduled: perf.ScheduledRequests{NumDecodeRequests: 12, SumDecodeKVTokens: 12 * 3150}})
+		}
+		return in
+	}
+	for now := 5.0; now <= 600; now += 5 {
+		if warm, _, _, err = p.Decide(warm, input(now)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		n, each float64 // the shown batches: n requests and up to 16 more, of each tokens
+	}{
+		{"shown within the profile", 12, 3150},
+		{"shown beyond the profile", 100, 8000},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			st := warm
+			st.Ahead = warm.Ahead.clone()
+			st.Ahead.DecodeShown = nil
+			for i := range aheadShownPoints {
+				n := tc.n + float64(i)
+				st.Ahead.DecodeShown = append(st.Ahead.DecodeShown, ShownBatch{N: n, KV: n * tc.each * (1 - float64(i)/40)})
+			}
+			in := input(605)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, _, err := p.Decide(st, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
