@@ -1193,9 +1193,18 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// the profile (shownDecodeBatch): a refit on one burst's iterations can swing far below it.
 	ctx := math.Max(1, f.ISL) + math.Max(1, f.OSL)/2
 	modelled := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(capacity.BatchSize), lead))
+	var beat float64 // shownBeat, computed at most once: batchAt runs at two contexts
+	beatKnown := false
+	shownBeat := func() float64 {
+		if !beatKnown {
+			beat, beatKnown = t.shownBeat(), true
+		}
+		return beat
+	}
 	batchAt := func(ctx float64) (float64, string) {
-		b, source := t.profileDecodeCap(modelled, ctx, "at the ITL SLA")
-		if shown, why := t.shownDecodeBatch(ctx); shown > b {
+		here := t.profileBatch(ctx)
+		b, source := t.profileDecodeCap(modelled, here, ctx, "at the ITL SLA")
+		if shown, why := t.shownDecodeBatch(ctx, here, shownBeat); shown > b {
 			b, source = shown, fmt.Sprintf("%s (the perf model says %.0f)", why, b)
 		}
 		return b, source

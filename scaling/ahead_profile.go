@@ -33,8 +33,14 @@ func (p *Planner) profileDecodeBatch(ctx, itlMs, accept float64) float64 {
 	return float64(n)
 }
 
-// profileDecodeCap caps the perf model's decode batch b at the profile's measured batch within
-// the ITL SLA at context ctx (profileDecodeBatch). The regression bootstrapped from the
+// profileBatch is the profile's decode batch within this deployment's ITL SLA (at its
+// acceptance length) at mean context ctx: profileDecodeBatch.
+func (t *tick) profileBatch(ctx float64) float64 {
+	return t.p.profileDecodeBatch(ctx, t.p.cfg.ITLMs, t.acceptLength())
+}
+
+// profileDecodeCap caps the perf model's decode batch b at pb, the profile's measured batch
+// within the ITL SLA at context ctx (profileBatch). The regression bootstrapped from the
 // profile is one plane through a surface that is not one: on the demo's profile its intercept
 // is 1.7 ms above the measured low-batch ITL and its per-request slope far below the
 // short-context rows', so at the SLA's edge (10 ms, about twice the one-request ITL) it
@@ -42,8 +48,7 @@ func (p *Planner) profileDecodeBatch(ctx, itlMs, accept float64) float64 {
 // run that profile, hold 21. Where the profile is the smaller, it is the batch; the batches
 // the engines show within the SLA may still raise it afterwards (decode floor). The returned
 // source says why.
-func (t *tick) profileDecodeCap(b, ctx float64, source string) (float64, string) {
-	pb := t.p.profileDecodeBatch(ctx, t.p.cfg.ITLMs, t.acceptLength())
+func (t *tick) profileDecodeCap(b, pb, ctx float64, source string) (float64, string) {
 	if pb < 1 || pb >= b {
 		return b, source
 	}

@@ -82,7 +82,7 @@ func TestProfileDecodeCap(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tk := newTick(tc.p, &st, 1, 1)
-			b, source := tk.profileDecodeCap(tc.b, 2062, "at the ITL SLA")
+			b, source := tk.profileDecodeCap(tc.b, tk.profileBatch(2062), 2062, "at the ITL SLA")
 			require.Equal(t, tc.want, b)
 			if tc.changed {
 				require.Contains(t, source, "as the profile measured it")
@@ -136,7 +136,8 @@ func TestShownDecodeBatch_HeldToTheProfile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := mustInit(t, tc.p, 0, Bootstrap{})
 			st.Ahead = &AheadState{DecodeShown: tc.points}
-			b, source := newTick(tc.p, &st, 1, 1).shownDecodeBatch(ctx)
+			tk := newTick(tc.p, &st, 1, 1)
+			b, source := tk.shownDecodeBatch(ctx, tk.profileBatch(ctx), tk.shownBeat)
 			require.InDelta(t, tc.want, b, 1e-9)
 			require.Contains(t, source, tc.source)
 		})

@@ -109,42 +109,48 @@ func shownBatch(f []ShownBatch, ctx float64) float64 {
 }
 
 // shownDecodeBatch is the decode batch at mean context ctx the demonstrated batches let the
-// sizing rely on (aheadShownShare of shownBatch), and the reason to give for it. With a
-// profile that holds a request or more at ctx, it is held to the profile's batch there — the
-// batch the profile cap already holds the perf model to — unless the engines ran more than
-// the profile at their own context: then it is aheadShownShare × the most any point ran over
-// the profile's batch at its own context × the profile's batch at ctx, never below the
-// profile's batch (a point must beat it by 1/aheadShownShare to raise it) nor above
-// aheadShownShare of shownBatch. shownBatch's dominance (fewer requests holding fewer tokens
-// are as fast) does not hold on the profile's surface as interpolated between its measured
-// contexts, which the simulated engines run: on the H200 profile, measured at 350 and 2,997
-// tokens and nothing between, 49 requests of 3,000 tokens run within a 10 ms ITL but 23 of
-// 2,112. A batch of 45 shown on a step's long requests vouched for 36 at 2,112 tokens, and the
-// pool sized on it missed the ITL of 40% of a minute's requests (docs/policy.md, "A batch
-// shown at another context"). Real engines whose time grows with the KV tokens are held to a
-// pessimistic interpolation the same way the profile cap holds them: GPU-hours, not goodput.
-func (t *tick) shownDecodeBatch(ctx float64) (float64, string) {
-	f := t.st.Ahead.DecodeShown
-	shown := aheadShownShare * shownBatch(f, ctx)
+// sizing rely on (aheadShownShare of shownBatch), and the reason to give for it. here is the
+// profile's batch at ctx (profileBatch) and beat the most the engines ran over the profile
+// (shownBeat; called only when needed). With a profile that holds a request or more at ctx,
+// the batch is held to here — the batch the profile cap already holds the perf model to —
+// unless the engines ran more than the profile at their own context: then it is
+// aheadShownShare × beat × here, never below here (a point must beat the profile by
+// 1/aheadShownShare to raise it) nor above aheadShownShare of shownBatch. shownBatch's
+// dominance (fewer requests holding fewer tokens are as fast) does not hold on the profile's
+// surface as interpolated between its measured contexts, which the simulated engines run: on
+// the H200 profile, measured at 350 and 2,997 tokens and nothing between, 49 requests of
+// 3,000 tokens run within a 10 ms ITL but 23 of 2,112. A batch of 45 shown on a step's long
+// requests vouched for 36 at 2,112 tokens, and the pool sized on it missed the ITL of 40% of a
+// minute's requests (docs/policy.md, "A batch shown at another context"). Real engines whose
+// time grows with the KV tokens are held to a pessimistic interpolation the same way the
+// profile cap holds them: GPU-hours, not goodput.
+func (t *tick) shownDecodeBatch(ctx, here float64, beat func() float64) (float64, string) {
+	shown := aheadShownShare * shownBatch(t.st.Ahead.DecodeShown, ctx)
 	why := fmt.Sprintf("%.0f%% of a batch the engines ran within the ITL SLA", 100*aheadShownShare)
-	profileBatch := func(c float64) float64 { return t.p.profileDecodeBatch(c, t.p.cfg.ITLMs, t.acceptLength()) }
-	here := profileBatch(ctx)
 	if here < 1 || !(shown > here) {
 		return shown, why
 	}
-	var beat float64 // the most a point ran over the profile's batch at its own context
-	for _, q := range f {
+	b := beat()
+	if scaled := math.Min(shown, aheadShownShare*b*here); scaled > here {
+		return scaled, fmt.Sprintf("%s, %.0f%% of the profile's %.0f at a %.0f-token context: they ran %.2f× the profile's batch at their own", why, 100*aheadShownShare*b, here, ctx, b)
+	}
+	return here, fmt.Sprintf("%s, held to the profile's %.0f at a %.0f-token context", why, here, ctx)
+}
+
+// shownBeat is the most a demonstrated batch ran over the profile's batch at its own context
+// (requests ÷ profileBatch at KV ÷ requests; 0 without a point the profile holds a request
+// at). It does not depend on the sizing context, so a tick computes it once.
+func (t *tick) shownBeat() float64 {
+	var beat float64
+	for _, q := range t.st.Ahead.DecodeShown {
 		if !(q.N > 0) || !finite(q.KV) {
 			continue
 		}
-		if own := profileBatch(q.KV / q.N); own >= 1 {
+		if own := t.profileBatch(q.KV / q.N); own >= 1 {
 			beat = math.Max(beat, q.N/own)
 		}
 	}
-	if scaled := math.Min(shown, aheadShownShare*beat*here); scaled > here {
-		return scaled, fmt.Sprintf("%s, %.0f%% of the profile's %.0f at a %.0f-token context: they ran %.2f× the profile's batch at their own", why, 100*aheadShownShare*beat, here, ctx, beat)
-	}
-	return here, fmt.Sprintf("%s, held to the profile's %.0f at a %.0f-token context", why, here, ctx)
+	return beat
 }
 
 // sampledConcurrency is the decode pool's concurrency as this tick's FPMs show it: per engine

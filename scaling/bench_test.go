@@ -97,8 +97,7 @@ func BenchmarkDecideThroughputTick(b *testing.B) {
 // BenchmarkDecideAheadTick is one tick of the ahead policy after ten minutes of steady
 // traffic at 20 req/s, its decode batch floored by 16 batches the engines ran within the ITL
 // SLA: within the profile at the sizing context (one profile batch search), or beyond it, at
-// longer contexts (the profile searched at each point's context too: shownDecodeBatch, 17
-// searches per context).
+// longer contexts (the profile searched at each point's context too, once a tick: shownBeat).
 func BenchmarkDecideAheadTick(b *testing.B) {
 	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
 	if err != nil {
