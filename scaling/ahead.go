@@ -1686,8 +1686,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		target[c] = n
 	}
 	if t.p.cfg.Mode == config.ModeDisagg {
-		p, dd := ProportionalClampPair(target[Prefill], target[Decode], t.gpuCost(Prefill), t.gpuCost(Decode),
-			t.p.cfg.MinGPUBudget, t.p.cfg.MaxGPUBudget, t.minEndpoint(Prefill), t.minEndpoint(Decode))
+		p, dd := t.aheadFitPair(target[Prefill], target[Decode])
 		if p != target[Prefill] || dd != target[Decode] {
 			d.note(fmt.Sprintf("ahead: %dP %dD fitted to the GPU budget: %dP %dD", target[Prefill], target[Decode], p, dd))
 		}
@@ -1768,6 +1767,36 @@ func peakSince(h []Recommendation, since float64) int {
 		}
 	}
 	return 0
+}
+
+// aheadFitPair fits the disaggregated targets p and d to the GPU budget. Over its ceiling, no
+// pool is cut below the engines it has (its provisioned count, starting ones included) and
+// still needs: what the budget leaves after those goes to the engines both pools still want,
+// in proportion (ProportionalClampPair, Dynamo's fit, applied to the increments). Dynamo's
+// fit of the whole targets rounds one pool's share down and gives the other the rest, so as
+// the two needs drift the last engines change pools from tick to tick; each change cancels
+// an engine that is starting, or stops a ready one, for an engine ready only a startup later.
+// When the engines kept alone exceed the ceiling (a budget lowered under the deployment) or
+// leave no room for the minimum endpoints, or the ceiling does not bind, it is Dynamo's fit
+// of the targets.
+func (t *tick) aheadFitPair(p, d int) (int, int) {
+	gp, gd := t.gpuCost(Prefill), t.gpuCost(Decode)
+	fp, fd := ProportionalClampPair(p, d, gp, gd, t.p.cfg.MinGPUBudget, t.p.cfg.MaxGPUBudget, t.minEndpoint(Prefill), t.minEndpoint(Decode))
+	budget := t.p.cfg.MaxGPUBudget
+	if budget < 0 || gp <= 0 || gd <= 0 || p*gp+d*gd <= budget {
+		return fp, fd
+	}
+	kp, kd := min(p, t.provisioned(Prefill)), min(d, t.provisioned(Decode))
+	left := budget - kp*gp - kd*gd
+	if left < 0 {
+		return fp, fd
+	}
+	minP, minD := t.minEndpoint(Prefill), t.minEndpoint(Decode)
+	ip, id := ProportionalClampPair(p-kp, d-kd, gp, gd, -1, left, max(0, minP-kp), max(0, minD-kd))
+	if kp+ip < minP || kd+id < minD {
+		return fp, fd // the minimum endpoints do not fit beside the engines kept
+	}
+	return kp + ip, kd + id
 }
 
 // aheadHoldWindow is how long a scale-down holds the highest count needed before it: the
