@@ -1686,9 +1686,13 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		target[c] = n
 	}
 	if t.p.cfg.Mode == config.ModeDisagg {
-		p, dd := t.aheadFitPair(target[Prefill], target[Decode])
+		p, dd, kept := t.aheadFitPair(target[Prefill], target[Decode], need[Prefill], need[Decode])
 		if p != target[Prefill] || dd != target[Decode] {
-			d.note(fmt.Sprintf("ahead: %dP %dD fitted to the GPU budget: %dP %dD", target[Prefill], target[Decode], p, dd))
+			how := ""
+			if kept {
+				how = ", keeping the engines each pool has and needs"
+			}
+			d.note(fmt.Sprintf("ahead: %dP %dD fitted to the GPU budget: %dP %dD%s", target[Prefill], target[Decode], p, dd, how))
 		}
 		target[Prefill], target[Decode] = p, dd
 	} else {
@@ -1769,34 +1773,42 @@ func peakSince(h []Recommendation, since float64) int {
 	return 0
 }
 
-// aheadFitPair fits the disaggregated targets p and d to the GPU budget. Over its ceiling, no
-// pool is cut below the engines it has (its provisioned count, starting ones included) and
-// still needs: what the budget leaves after those goes to the engines both pools still want,
-// in proportion (ProportionalClampPair, Dynamo's fit, applied to the increments). Dynamo's
-// fit of the whole targets rounds one pool's share down and gives the other the rest, so as
-// the two needs drift the last engines change pools from tick to tick; each change cancels
-// an engine that is starting, or stops a ready one, for an engine ready only a startup later.
-// When the engines kept alone exceed the ceiling (a budget lowered under the deployment) or
-// leave no room for the minimum endpoints, or the ceiling does not bind, it is Dynamo's fit
-// of the targets.
-func (t *tick) aheadFitPair(p, d int) (int, int) {
+// aheadFitPair fits the disaggregated targets p and d (holds included) to the GPU budget,
+// given what the pools need before their holds (needP, needD). Over the budget's ceiling,
+// each pool keeps the engines it has (provisioned, starting ones included) that it needs,
+// raised to its minimum endpoints; what the budget leaves goes an engine at a time to the
+// pool with the lower share of its target (ties to prefill), and kept is true. Dynamo's fit
+// of the targets (ProportionalClampPair) is the answer, kept false, when the ceiling does not
+// bind, or when the engines kept exceed it (a budget lowered under the deployment) or leave
+// no room for the minimum endpoints. docs/policy.md, "The last engines at the GPU budget",
+// says why: Dynamo's fit moves the last engines between the pools as the needs drift.
+func (t *tick) aheadFitPair(p, d, needP, needD int) (fp, fd int, kept bool) {
 	gp, gd := t.gpuCost(Prefill), t.gpuCost(Decode)
-	fp, fd := ProportionalClampPair(p, d, gp, gd, t.p.cfg.MinGPUBudget, t.p.cfg.MaxGPUBudget, t.minEndpoint(Prefill), t.minEndpoint(Decode))
 	budget := t.p.cfg.MaxGPUBudget
+	dynamo := func() (int, int, bool) {
+		fp, fd := ProportionalClampPair(p, d, gp, gd, t.p.cfg.MinGPUBudget, budget, t.minEndpoint(Prefill), t.minEndpoint(Decode))
+		return fp, fd, false
+	}
 	if budget < 0 || gp <= 0 || gd <= 0 || p*gp+d*gd <= budget {
-		return fp, fd
+		return dynamo()
 	}
-	kp, kd := min(p, t.provisioned(Prefill)), min(d, t.provisioned(Decode))
-	left := budget - kp*gp - kd*gd
+	fp = max(0, min(p, needP, t.provisioned(Prefill)), t.minEndpoint(Prefill))
+	fd = max(0, min(d, needD, t.provisioned(Decode)), t.minEndpoint(Decode))
+	left := budget - fp*gp - fd*gd
 	if left < 0 {
-		return fp, fd
+		return dynamo()
 	}
-	minP, minD := t.minEndpoint(Prefill), t.minEndpoint(Decode)
-	ip, id := ProportionalClampPair(p-kp, d-kd, gp, gd, -1, left, max(0, minP-kp), max(0, minD-kd))
-	if kp+ip < minP || kd+id < minD {
-		return fp, fd // the minimum endpoints do not fit beside the engines kept
+	for {
+		moreP, moreD := fp < p && gp <= left, fd < d && gd <= left
+		if !moreP && !moreD {
+			return fp, fd, true
+		}
+		if moreP && (!moreD || fp*d <= fd*p) { // fp/p ≤ fd/d
+			fp, left = fp+1, left-gp
+		} else {
+			fd, left = fd+1, left-gd
+		}
 	}
-	return kp + ip, kd + id
 }
 
 // aheadHoldWindow is how long a scale-down holds the highest count needed before it: the

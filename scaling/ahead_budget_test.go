@@ -7,35 +7,60 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Over the GPU budget's ceiling, the ahead policy keeps the engines each pool has and still
-// needs, and fits only the growth; Dynamo's fit of the whole targets is what is left when
-// the ceiling does not bind, the engines kept exceed it, or the minimum endpoints do not fit.
+// Over the GPU budget's ceiling, the ahead policy keeps the engines each pool has and needs,
+// and gives what the budget leaves, an engine at a time, to the pool with the lower share of
+// its target; Dynamo's fit of the whole targets is the answer when the ceiling does not bind,
+// the engines kept exceed it, or the minimum endpoints do not fit beside them.
 func TestAheadFitPair(t *testing.T) {
 	tests := []struct {
 		name             string
-		budget           int
-		needP, needD     int
-		provP, provD     int
-		wantP, wantD     int
-		dynamoP, dynamoD int // Dynamo's fit of the targets, for comparison
+		budget, decodeTP int
+		p, d             int  // the targets, holds included
+		needP, needD     int  // the needs before the holds
+		provP, provD     *int // the provisioned counts (nil: unknown, the ready ones count)
+		readyP, readyD   int
+		want             [2]int
+		kept             bool
+		dynamo           [2]int // Dynamo's fit of the targets, for comparison
 	}{
-		{"within the budget: the targets", 8, 3, 4, 2, 2, 3, 4, 3, 4},
-		{"the last engine stays in its pool", 8, 4, 5, 4, 4, 4, 4, 3, 5},
-		{"a burst at the demo's budget: no ready prefill engine stopped", 16, 16, 6, 12, 4, 12, 4, 11, 5},
-		{"the growth both pools want, in proportion", 8, 6, 6, 4, 1, 4, 4, 4, 4},
-		{"a pool that needs fewer frees the budget for the other", 8, 2, 7, 5, 3, 2, 6, 1, 7},
-		{"a budget lowered under the deployment: Dynamo's fit", 8, 6, 6, 6, 6, 4, 4, 4, 4},
-		{"no room for the minimum endpoints beside the engines kept: Dynamo's fit", 8, 1, 9, 0, 8, 1, 7, 1, 7},
+		{name: "within the budget: the targets", budget: 8, p: 3, d: 4, needP: 3, needD: 4, provP: ptr(2), provD: ptr(2),
+			want: [2]int{3, 4}, dynamo: [2]int{3, 4}},
+		{name: "the last engine stays in its pool", budget: 8, p: 4, d: 5, needP: 4, needD: 5, provP: ptr(4), provD: ptr(4),
+			want: [2]int{4, 4}, kept: true, dynamo: [2]int{3, 5}},
+		{name: "a burst at the demo's budget: no ready prefill engine stopped", budget: 16, p: 16, d: 6, needP: 16, needD: 6,
+			provP: ptr(12), provD: ptr(4), want: [2]int{12, 4}, kept: true, dynamo: [2]int{11, 5}},
+		{name: "what the budget leaves goes to the pool furthest below its target", budget: 8, p: 6, d: 6, needP: 6, needD: 6,
+			provP: ptr(4), provD: ptr(1), want: [2]int{4, 4}, kept: true, dynamo: [2]int{4, 4}},
+		{name: "a pool that needs fewer frees the budget for the other", budget: 8, p: 2, d: 7, needP: 2, needD: 7,
+			provP: ptr(5), provD: ptr(3), want: [2]int{2, 6}, kept: true, dynamo: [2]int{1, 7}},
+		{name: "a held pool keeps only what it needs; its held engines are shared", budget: 8, p: 6, d: 6, needP: 2, needD: 6,
+			provP: ptr(6), provD: ptr(2), want: [2]int{4, 4}, kept: true, dynamo: [2]int{4, 4}},
+		{name: "unknown provisioned counts: the ready ones", budget: 8, p: 4, d: 5, needP: 4, needD: 5, readyP: 4, readyD: 4,
+			want: [2]int{4, 4}, kept: true, dynamo: [2]int{3, 5}},
+		{name: "two GPUs a decode engine: an engine of each fits where the GPUs allow", budget: 10, decodeTP: 2, p: 6, d: 4,
+			needP: 6, needD: 4, provP: ptr(3), provD: ptr(2), want: [2]int{4, 3}, kept: true, dynamo: [2]int{4, 3}},
+		{name: "a budget lowered under the deployment: Dynamo's fit", budget: 8, p: 6, d: 6, needP: 6, needD: 6,
+			provP: ptr(6), provD: ptr(6), want: [2]int{4, 4}, dynamo: [2]int{4, 4}},
+		{name: "no room for the minimum endpoints beside the engines kept: Dynamo's fit", budget: 8, p: 1, d: 9, needP: 1,
+			needD: 9, provP: ptr(0), provD: ptr(8), want: [2]int{1, 7}, dynamo: [2]int{1, 7}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, st := aheadPlannerWith(t, func(c *config.Config) { c.MaxGPUBudget = tc.budget })
-			tk := newTick(p, &st, tc.provP, tc.provD)
-			tk.expectedP, tk.expectedD = ptr(tc.provP), ptr(tc.provD)
-			gotP, gotD := tk.aheadFitPair(tc.needP, tc.needD)
-			require.Equal(t, [2]int{tc.wantP, tc.wantD}, [2]int{gotP, gotD})
-			dp, dd := ProportionalClampPair(tc.needP, tc.needD, 1, 1, p.cfg.MinGPUBudget, tc.budget, 1, 1)
-			require.Equal(t, [2]int{tc.dynamoP, tc.dynamoD}, [2]int{dp, dd}, "Dynamo's fit")
+			p, st := aheadPlannerWith(t, func(c *config.Config) {
+				c.MaxGPUBudget = tc.budget
+				if tc.decodeTP > 0 {
+					c.DecodeEngineNumGPU = ptr(tc.decodeTP)
+				}
+			})
+			tk := newTick(p, &st, tc.readyP, tc.readyD)
+			tk.expectedP, tk.expectedD = tc.provP, tc.provD
+			gotP, gotD, kept := tk.aheadFitPair(tc.p, tc.d, tc.needP, tc.needD)
+			require.Equal(t, tc.want, [2]int{gotP, gotD})
+			require.Equal(t, tc.kept, kept)
+			require.LessOrEqual(t, gotP*tk.gpuCost(Prefill)+gotD*tk.gpuCost(Decode), tc.budget, "within the budget")
+			dp, dd := ProportionalClampPair(tc.p, tc.d, tk.gpuCost(Prefill), tk.gpuCost(Decode), p.cfg.MinGPUBudget, tc.budget,
+				tk.minEndpoint(Prefill), tk.minEndpoint(Decode))
+			require.Equal(t, tc.dynamo, [2]int{dp, dd}, "Dynamo's fit")
 		})
 	}
 }
@@ -63,6 +88,10 @@ func TestAheadFitPair_NoFlapAtTheBudget(t *testing.T) {
 	dynamo := func(tk *tick, np, nd int) (int, int) {
 		return ProportionalClampPair(np, nd, 1, 1, p.cfg.MinGPUBudget, 8, 1, 1)
 	}
+	ahead := func(tk *tick, np, nd int) (int, int) {
+		fp, fd, _ := tk.aheadFitPair(np, nd, np, nd)
+		return fp, fd
+	}
 	require.Equal(t, len(needs), run(dynamo), "Dynamo's fit moves the last engine on every tick")
-	require.Zero(t, run((*tick).aheadFitPair), "the ahead policy's fit keeps its split")
+	require.Zero(t, run(ahead), "the ahead policy's fit keeps its split")
 }
