@@ -1777,11 +1777,10 @@ func peakSince(h []Recommendation, since float64) int {
 // given what the pools need before their holds (needP, needD). Over the budget's ceiling,
 // each pool keeps the engines it has (provisioned, starting ones included) that it needs,
 // raised to its minimum endpoints; what the budget leaves goes an engine at a time to the
-// pool with the lower share of its need until both needs are met, then likewise towards the
-// targets (the engines the holds keep), ties to prefill; kept is true. Dynamo's fit of the
-// targets (ProportionalClampPair) is the answer, kept false, when the ceiling does not bind,
-// or when the engines kept exceed it (a budget lowered under the deployment) or leave no
-// room for the minimum endpoints. docs/policy.md, "The last engines at the GPU budget",
+// pool with the lower share of its target (ties to prefill), and kept is true. Dynamo's fit
+// of the targets (ProportionalClampPair) is the answer, kept false, when the ceiling does not
+// bind, or when the engines kept exceed it (a budget lowered under the deployment) or leave
+// no room for the minimum endpoints. docs/policy.md, "The last engines at the GPU budget",
 // says why: Dynamo's fit moves the last engines between the pools as the needs drift.
 func (t *tick) aheadFitPair(p, d, needP, needD int) (fp, fd int, kept bool) {
 	gp, gd := t.gpuCost(Prefill), t.gpuCost(Decode)
@@ -1793,29 +1792,23 @@ func (t *tick) aheadFitPair(p, d, needP, needD int) (fp, fd int, kept bool) {
 	if budget < 0 || gp <= 0 || gd <= 0 || p*gp+d*gd <= budget {
 		return dynamo()
 	}
-	needP, needD = min(p, needP), min(d, needD)
-	fp = max(0, min(needP, t.provisioned(Prefill)), t.minEndpoint(Prefill))
-	fd = max(0, min(needD, t.provisioned(Decode)), t.minEndpoint(Decode))
+	fp = max(0, min(p, needP, t.provisioned(Prefill)), t.minEndpoint(Prefill))
+	fd = max(0, min(d, needD, t.provisioned(Decode)), t.minEndpoint(Decode))
 	left := budget - fp*gp - fd*gd
 	if left < 0 {
 		return dynamo()
 	}
-	// An engine at a time to the pool with the lower share of its goal: the needs, then the
-	// targets. The loop spends at least one GPU a pass.
-	for _, goal := range [][2]int{{needP, needD}, {p, d}} {
-		for {
-			moreP, moreD := fp < goal[0] && gp <= left, fd < goal[1] && gd <= left
-			if !moreP && !moreD {
-				break
-			}
-			if moreP && (!moreD || fp*goal[1] <= fd*goal[0]) { // fp/goalP ≤ fd/goalD
-				fp, left = fp+1, left-gp
-			} else {
-				fd, left = fd+1, left-gd
-			}
+	for {
+		moreP, moreD := fp < p && gp <= left, fd < d && gd <= left
+		if !moreP && !moreD {
+			return fp, fd, true
+		}
+		if moreP && (!moreD || fp*d <= fd*p) { // fp/p ≤ fd/d
+			fp, left = fp+1, left-gp
+		} else {
+			fd, left = fd+1, left-gd
 		}
 	}
-	return fp, fd, true
 }
 
 // aheadHoldWindow is how long a scale-down holds the highest count needed before it: the

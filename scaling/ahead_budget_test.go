@@ -11,7 +11,7 @@ import (
 
 // Over the GPU budget's ceiling, the ahead policy keeps the engines each pool has and needs,
 // and gives what the budget leaves, an engine at a time, to the pool with the lower share of
-// its need, then of its target; Dynamo's fit of the whole targets is the answer when the ceiling does not bind,
+// its target (holds included); Dynamo's fit of the whole targets is the answer when the ceiling does not bind,
 // the engines kept exceed it, or the minimum endpoints do not fit beside them.
 func TestAheadFitPair(t *testing.T) {
 	tests := []struct {
@@ -35,10 +35,10 @@ func TestAheadFitPair(t *testing.T) {
 			provP: ptr(4), provD: ptr(1), want: [2]int{4, 4}, kept: true, dynamo: [2]int{4, 4}},
 		{name: "a pool that needs fewer frees the budget for the other", budget: 8, p: 2, d: 7, needP: 2, needD: 7,
 			provP: ptr(5), provD: ptr(3), want: [2]int{2, 6}, kept: true, dynamo: [2]int{1, 7}},
-		{name: "a held pool keeps only what it needs: the other's need comes first", budget: 8, p: 6, d: 6, needP: 2, needD: 6,
-			provP: ptr(6), provD: ptr(2), want: [2]int{2, 6}, kept: true, dynamo: [2]int{4, 4}},
-		{name: "the engines the holds keep get what the needs leave", budget: 12, p: 10, d: 8, needP: 2, needD: 8,
-			provP: ptr(10), provD: ptr(2), want: [2]int{4, 8}, kept: true, dynamo: [2]int{6, 6}},
+		{name: "a held pool keeps only what it needs; its held engines are shared", budget: 8, p: 6, d: 6, needP: 2, needD: 6,
+			provP: ptr(6), provD: ptr(2), want: [2]int{4, 4}, kept: true, dynamo: [2]int{4, 4}},
+		{name: "held engines share by the targets, holds included", budget: 12, p: 10, d: 8, needP: 2, needD: 8,
+			provP: ptr(10), provD: ptr(2), want: [2]int{7, 5}, kept: true, dynamo: [2]int{6, 6}},
 		{name: "unknown provisioned counts: the ready ones", budget: 8, p: 4, d: 5, needP: 4, needD: 5, readyP: 4, readyD: 4,
 			want: [2]int{4, 4}, kept: true, dynamo: [2]int{3, 5}},
 		{name: "two GPUs a decode engine: an engine of each fits where the GPUs allow", budget: 10, decodeTP: 2, p: 6, d: 4,
@@ -100,9 +100,9 @@ func TestAheadFitPair_NoFlapAtTheBudget(t *testing.T) {
 	require.Zero(t, run(ahead), "the ahead policy's fit keeps its split")
 }
 
-// Through aheadDecide: a prefill pool held above its need by the bursty hold does not keep
-// its held engines over the budget while decode needs them; the note says the engines each
-// pool has and needs were kept.
+// Through aheadDecide: a prefill pool held above its need by the bursty hold keeps only what
+// it needs over the budget; its held engines share what is left with decode's need by the
+// targets. The note says the engines each pool has and needs were kept.
 func TestAheadDecide_BudgetFitKeepsNeedsNotHolds(t *testing.T) {
 	const lead = 65.0 // a 60 s startup and a 5 s interval; buckets of 30 s
 	p, st := aheadPlannerWith(t, func(c *config.Config) { c.MaxGPUBudget = 8 })
@@ -121,8 +121,8 @@ func TestAheadDecide_BudgetFitKeepsNeedsNotHolds(t *testing.T) {
 	dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 6}, lead, false, false, true)
 	require.NotNil(t, dec.Prefill)
 	require.NotNil(t, dec.Decode)
-	require.Equal(t, [2]int{2, 6}, [2]int{*dec.Prefill, *dec.Decode}, tk.diag.Notes)
+	require.Equal(t, [2]int{4, 4}, [2]int{*dec.Prefill, *dec.Decode}, tk.diag.Notes)
 	require.True(t, slices.ContainsFunc(tk.diag.Notes, func(n string) bool {
-		return strings.Contains(n, "ahead: 6P 6D fitted to the GPU budget: 2P 6D, keeping the engines each pool has and needs")
+		return strings.Contains(n, "ahead: 6P 6D fitted to the GPU budget: 4P 4D, keeping the engines each pool has and needs")
 	}), tk.diag.Notes)
 }
