@@ -11,8 +11,9 @@ import (
 
 // Over the GPU budget's ceiling, the ahead policy keeps the engines each pool has and needs,
 // and gives what the budget leaves, an engine at a time, to the pool with the lower share of
-// its target (holds included); Dynamo's fit of the whole targets is the answer when the ceiling does not bind,
-// the engines kept exceed it, or the minimum endpoints do not fit beside them.
+// its target (holds included); Dynamo's fit of the whole targets is the answer when the
+// ceiling does not bind, the engines kept exceed it, or the minimum endpoints do not fit
+// beside them.
 func TestAheadFitPair(t *testing.T) {
 	tests := []struct {
 		name             string
