@@ -1409,6 +1409,11 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	}
 	if calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
 		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)
+		// The prompts drained from the prompt pool's queue over the interval reached the
+		// decode pool on top of the arrivals.
+		if drained := t.backlogBefore - a.PromptBacklog; t.backlogBeforeKnown && drained > 0 && f.ISL > 0 && tr.DurationS > 0 {
+			rate += drained / f.ISL / tr.DurationS
+		}
 		if edge := rate / float64(ready); a.DecodeEdgeRPS == 0 || edge < a.DecodeEdgeRPS {
 			a.DecodeEdgeRPS = edge
 		}

@@ -1096,6 +1096,33 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20}, 65), 1e-9)
 		})
 	}
+	// The prompts drained from the prompt pool's queue reached the decode pool on top of the
+	// arrivals: counted in the rate the ITL was reached at.
+	drains := []struct {
+		name          string
+		before, after float64 // queued prompt tokens at the last tick and this one
+		known         bool
+		isl           float64
+		want          float64
+	}{
+		{"50 prompts of 3,000 tokens drained over 5 s: 10 req/s more", 150000, 0, true, 3000, 15},
+		{"a backlog that grew drained nothing", 150000, 200000, true, 3000, 10},
+		{"the last tick's backlog unknown", 150000, 0, false, 3000, 10},
+		{"prompt lengths unknown", 150000, 0, true, 0, 10},
+	}
+	for _, tc := range drains {
+		t.Run(tc.name, func(t *testing.T) {
+			st2 := st
+			st2.Ahead = st.Ahead.clone()
+			st2.Ahead.PromptBacklog = tc.after
+			in := aheadInput(5, 2, 2, 2, 2, 20)
+			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
+			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
+				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: 2,
+				backlogBefore: tc.before, backlogBeforeKnown: tc.known}
+			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20, ISL: tc.isl}, 65), 1e-9)
+		})
+	}
 	// Each tick records the ready decode engines for the next; a tick that cannot read them
 	// records none, so the next one does not count an older tick's as the last.
 	next, _, _, err := p.Decide(st, aheadInput(5, 1, 3, 1, 3, 10))
