@@ -992,7 +992,7 @@ func (t *tick) ahead() Decision {
 	}
 	a.ReadyDecode, a.ReadyDecodeAt = 0, t.in.Now // 0: not known at this tick
 	if a.PromptBacklogAt > 0 && t.in.Now-a.PromptBacklogAt <= 1.5*t.p.loadI {
-		t.backlogBefore, t.backlogBeforeKnown = a.PromptBacklog, true
+		t.backlogBefore, t.backlogBeforeKnown, t.backlogSpan = a.PromptBacklog, true, t.in.Now-a.PromptBacklogAt
 	}
 	a.PromptBacklog, a.PromptBacklogAt = t.queuedPromptTokens(), t.in.Now
 	t.recordDecodeHeld()
@@ -1378,6 +1378,29 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2, isl float64) float64 {
 	return math.Max(0, a.ExcessWait)
 }
 
+// drainedRate is the rate (req/s) at which the prompt pool's queue drained since the last
+// tick: the queued prompt tokens it lost, at prompt length isl, over the seconds between the
+// two ticks. Those prompts reached the decode pool on top of the arrivals. 0 when the queue
+// grew, when the last tick's queue or the prompt length is unknown, or when this tick's FPMs
+// do not come from every ready engine of the prompt pool (reconcileFPMWorkers): a queue
+// missing from them did not drain. A prompt length that rose since (promptShift) counts the
+// older, shorter prompts short: the rate errs low, as it did without it.
+func (t *tick) drainedRate(isl float64) float64 {
+	drained := t.backlogBefore - t.st.Ahead.PromptBacklog
+	if !t.backlogBeforeKnown || !(drained > 0) || !(isl > 0) || !(t.backlogSpan > 0) {
+		return 0
+	}
+	c := t.promptPool()
+	n := t.current(c)
+	if n <= 0 {
+		return 0
+	}
+	if ok, _ := reconcileFPMWorkers(t.stats(c), n); !ok {
+		return 0
+	}
+	return drained / isl / t.backlogSpan
+}
+
 // learnDecodeEdge records the rate per ready decode engine when the observed mean ITL
 // reaches aheadITLWatch of the SLA while the arrivals are steady — no burst within the
 // buckets, and none of the last lead time's intervals (a burst's backlog reaches the
@@ -1409,11 +1432,9 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	}
 	if calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs {
 		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)
-		// The prompts drained from the prompt pool's queue over the interval reached the
+		// The prompts drained from the prompt pool's queue since the last tick reached the
 		// decode pool on top of the arrivals.
-		if drained := t.backlogBefore - a.PromptBacklog; t.backlogBeforeKnown && drained > 0 && f.ISL > 0 && tr.DurationS > 0 {
-			rate += drained / f.ISL / tr.DurationS
-		}
+		rate += t.drainedRate(f.ISL)
 		if edge := rate / float64(ready); a.DecodeEdgeRPS == 0 || edge < a.DecodeEdgeRPS {
 			a.DecodeEdgeRPS = edge
 		}

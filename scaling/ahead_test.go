@@ -1098,34 +1098,70 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 	}
 	// The prompts drained from the prompt pool's queue reached the decode pool on top of the
 	// arrivals: counted in the rate the ITL was reached at.
+	prefillFPMs := func(workers int) []perf.FPM {
+		var fs []perf.FPM
+		for i := range workers {
+			fs = append(fs, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("p%d", i), WallTime: 0.05})
+		}
+		return fs
+	}
 	drains := []struct {
 		name          string
 		before, after float64 // queued prompt tokens at the last tick and this one
 		known         bool
+		span          float64 // seconds since the last tick
+		fpmWorkers    int     // prompt engines whose FPMs this tick read (2 are ready)
+		edge          float64 // the edge learned before (0: none)
 		isl           float64
 		want          float64
 	}{
-		{"50 prompts of 3,000 tokens drained over 5 s: 10 req/s more", 150000, 0, true, 3000, 15},
-		{"a backlog that grew drained nothing", 150000, 200000, true, 3000, 10},
-		{"the last tick's backlog unknown", 150000, 0, false, 3000, 10},
-		{"prompt lengths unknown", 150000, 0, true, 0, 10},
+		{"50 prompts of 3,000 tokens drained over 5 s: 10 req/s more", 150000, 0, true, 5, 2, 0, 3000, 15},
+		{"half the queue drained: 5 req/s more", 150000, 75000, true, 5, 2, 0, 3000, 12.5},
+		{"drained over a late tick's 7.5 s", 150000, 0, true, 7.5, 2, 0, 3000, 10 + 50/7.5/2},
+		{"a backlog that grew drained nothing", 150000, 200000, true, 5, 2, 0, 3000, 10},
+		{"the last tick's backlog unknown", 150000, 0, false, 5, 2, 0, 3000, 10},
+		{"prompt lengths unknown", 150000, 0, true, 5, 2, 0, 0, 10},
+		{"one prompt engine's FPMs missing: its queue did not drain", 150000, 0, true, 5, 1, 0, 3000, 10},
+		// Relaxed by 0.5% × (2 × 10 req/s per engine / 12 − 1); the drain's 15 is not lower.
+		{"a lower edge learned before stays", 150000, 0, true, 5, 2, 12, 3000, 12 * (1 + 0.005*(2*10.0/12-1))},
 	}
 	for _, tc := range drains {
 		t.Run(tc.name, func(t *testing.T) {
 			st2 := st
 			st2.Ahead = st.Ahead.clone()
-			st2.Ahead.PromptBacklog = tc.after
+			st2.Ahead.PromptBacklog, st2.Ahead.DecodeEdgeRPS = tc.after, tc.edge
 			in := aheadInput(5, 2, 2, 2, 2, 20)
 			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
+			in.FPM.Prefill = prefillFPMs(tc.fpmWorkers)
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
 				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: 2,
-				backlogBefore: tc.before, backlogBeforeKnown: tc.known}
+				backlogBefore: tc.before, backlogBeforeKnown: tc.known, backlogSpan: tc.span}
 			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20, ISL: tc.isl}, 65), 1e-9)
 		})
 	}
+	// Through Decide: the queue read at one tick is compared with the next tick's.
+	queued := func(tokens int64) []perf.FPM {
+		fs := prefillFPMs(2)
+		for i := range fs {
+			fs[i].Queued = perf.QueuedRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens}
+		}
+		return fs
+	}
+	first := aheadInput(5, 2, 2, 2, 2, 20)
+	first.FPM.Prefill = queued(75000) // 150,000 tokens queued over the two engines
+	next, _, _, err := p.Decide(st, first)
+	require.NoError(t, err)
+	require.Zero(t, next.Ahead.DecodeEdgeRPS)
+	second := aheadInput(10, 2, 2, 2, 2, 20)
+	second.FPM.Prefill = queued(0)
+	second.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
+	next, _, _, err = p.Decide(next, second)
+	require.NoError(t, err)
+	require.InDelta(t, 15, next.Ahead.DecodeEdgeRPS, 1e-9, "20 req/s arrived and 10 req/s drained, over 2 decode engines")
+
 	// Each tick records the ready decode engines for the next; a tick that cannot read them
 	// records none, so the next one does not count an older tick's as the last.
-	next, _, _, err := p.Decide(st, aheadInput(5, 1, 3, 1, 3, 10))
+	next, _, _, err = p.Decide(st, aheadInput(5, 1, 3, 1, 3, 10))
 	require.NoError(t, err)
 	require.Equal(t, 3, next.Ahead.ReadyDecode)
 	blind := aheadInput(10, 1, 3, 1, 3, 10)

@@ -382,6 +382,8 @@ type tick struct {
 	// last tick, when that was one interval ago (backlogBeforeKnown).
 	backlogBefore      float64
 	backlogBeforeKnown bool
+	// backlogSpan is the seconds since that tick (when backlogBeforeKnown).
+	backlogSpan float64
 
 	prefill, decode, agg *perf.EngineModel
 
