@@ -1383,8 +1383,9 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2, isl float64) float64 {
 // two ticks. Those prompts reached the decode pool on top of the arrivals. 0 when the queue
 // grew, when the last tick's queue or the prompt length is unknown, or when this tick's FPMs
 // do not come from every ready engine of the prompt pool (reconcileFPMWorkers): a queue
-// missing from them did not drain. A prompt length that rose since (promptShift) counts the
-// older, shorter prompts short: the rate errs low, as it did without it.
+// missing from them did not drain. After a rise in the prompt length (promptShift) the
+// older, shorter prompts drained are counted at the new length: fewer than they were, so the
+// rate errs low, as it did without them.
 func (t *tick) drainedRate(isl float64) float64 {
 	drained := t.backlogBefore - t.st.Ahead.PromptBacklog
 	if !t.backlogBeforeKnown || !(drained > 0) || !(isl > 0) || !(t.backlogSpan > 0) {

@@ -287,7 +287,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	if edge > 0 && edge < perEngine {
 		perEngine = edge
 	}
-	rate := f.Rate + backlogTokens/s.ISL/lead + backlogReqs/lead
+	rate := f.Rate + backlogTokens/isl/lead + backlogReqs/lead
 	// A prompt's service on an aggregated engine also varies with the decode batch its chunks
 	// share passes with, whatever the prompts' lengths: exponential service at least. (With
 	// the lengths' spread alone, 0 for the sinusoid's equal prompts, sinusoid-rr-5-45-agg fell

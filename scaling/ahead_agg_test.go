@@ -2,6 +2,8 @@ package scaling
 
 import (
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,4 +189,32 @@ func TestAhead_AggSizesTheOnePool(t *testing.T) {
 	require.Less(t, need[0], need[2], "more demand, more engines: %v", need)
 	require.LessOrEqual(t, need[1], need[2])
 	require.LessOrEqual(t, need[2], 16)
+}
+
+// TestAhead_AggBacklogCountsWholePrompts: the queued prompt tokens the FPMs show are whole
+// prompts, so the aggregated pool's backlog is counted in requests at the prompt length, as
+// the disaggregated prefill sizing counts it — not at the part a prefix-cache hit leaves to
+// compute, which would count 1/(1 − hit) times as many requests.
+func TestAhead_AggBacklogCountsWholePrompts(t *testing.T) {
+	p, st := aggAheadPlanner(t)
+	rateAt := func(hit *float64) float64 {
+		st2 := st
+		st2.Ahead = nil
+		st2.LastKVHitRate = hit
+		in := aheadInput(5, 0, 2, 0, 2, 5)
+		for _, w := range []string{"a0", "a1"} { // 10 prompts of 3,000 tokens queued
+			in.FPM.Decode = append(in.FPM.Decode, perf.FPM{Version: perf.FPMVersion, WorkerID: w, WallTime: 0.02,
+				Queued: perf.QueuedRequests{NumPrefillRequests: 5, SumPrefillTokens: 15000}})
+		}
+		_, _, diag, err := p.Decide(st2, in)
+		require.NoError(t, err)
+		m := regexp.MustCompile(`aggregated \d+ \(([0-9.]+) req/s incl\. backlog 30000 tokens`).FindStringSubmatch(strings.Join(diag.Notes, "\n"))
+		require.Len(t, m, 2, "the aggregated sizing's note: %v", diag.Notes)
+		r, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err)
+		return r
+	}
+	none := rateAt(nil)
+	require.Greater(t, none, 5.0, "the backlog adds to the rate")
+	require.Equal(t, none, rateAt(ptr(0.5)), "half the prompt cached: the same 10 requests queued")
 }
