@@ -49,6 +49,8 @@ const (
 	// which it replaces the trend.
 	aheadMinSeasonalCorrelation = 0.5
 	aheadTrustedCorrelation     = 0.8
+	// aheadMinPeriodBuckets is the shortest period, in buckets.
+	aheadMinPeriodBuckets = 4
 	// aheadMinShortOverlap is the fewest bucket pairs a lag measured over less than a period
 	// of overlap (one and a half to two periods of history) needs to be a period.
 	aheadMinShortOverlap = 8
@@ -810,14 +812,18 @@ func (a *AheadState) rateOver(from, to int) float64 {
 	return n / cov
 }
 
-// period finds the history's dominant period in buckets: the lag (4 buckets at least) of the
-// highest autocorrelation, when it reaches aheadMinSeasonalCorrelation, with the number of
-// bucket pairs it was measured over. A lag needs as many pairs of observed buckets as itself
-// (two periods of history), or half as many when the correlation of the pairs it has — at
-// least aheadMinShortOverlap, with any one of them left out — is already one a period is
-// followed on (correlationLowerBound reaches aheadTrustedCorrelation): a clear period is
-// followed half a period sooner, and a high correlation over a short overlap, which a
-// bursty trace's lags give by chance, is never read as a period to raise the forecast to.
+// period finds the history's dominant period in buckets: the lag (aheadMinPeriodBuckets at
+// least) of the highest autocorrelation past the autocorrelation's first fall to zero or
+// below, when it reaches aheadMinSeasonalCorrelation, with the number of bucket pairs it was
+// measured over. A rate whose level wanders without repeating correlates with itself at short
+// lags and less at each longer one; a period shows as a peak after a trough. A lag needs as
+// many pairs of observed buckets as itself (two periods of history), or half as many when the
+// correlation of the pairs it has — at least aheadMinShortOverlap, with any one of them left
+// out — is already one a period is followed on (correlationLowerBound reaches
+// aheadTrustedCorrelation): a clear period is followed half a period sooner, and a high
+// correlation over a short overlap, which a bursty trace's lags give by chance, is never
+// read as a period to raise the forecast to. The zero crossing is only read at lags with a
+// period of pairs.
 func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 	n := len(a.Count)
 	rates := make([]float64, n)
@@ -845,7 +851,8 @@ func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 	}
 	best, bestLag, bestPairs := aheadMinSeasonalCorrelation, 0, 0
 	var xs, ys []float64
-	for lag := 4; 2*(n-lag) >= lag; lag++ {
+	crossed := false // the autocorrelation has fallen to 0 or below at a shorter lag
+	for lag := 1; 2*(n-lag) >= lag; lag++ {
 		var num float64
 		xs, ys = xs[:0], ys[:0]
 		for i := 0; i+lag < n; i++ {
@@ -861,6 +868,15 @@ func (a *AheadState) period() (lag int, acf float64, pairs int, ok bool) {
 		}
 		// Scaled to the full series, so short overlaps are not favoured.
 		acf := num / denom * float64(m) / float64(pairs)
+		// A period is a peak of the autocorrelation after it has fallen to zero: the
+		// autocorrelation of a rate that wanders without repeating (a slowly changing
+		// level) decays from lag 0 and is highest at the shortest lags, which are no period.
+		if pairs >= lag && acf <= 0 {
+			crossed = true
+		}
+		if lag < aheadMinPeriodBuckets || !crossed {
+			continue
+		}
 		if pairs < lag {
 			// Less than a period of pairs: the pairs' own correlation, with any one of them
 			// left out (two bursts a lag apart are one pair, not a period), must already be

@@ -784,6 +784,35 @@ func TestAheadState_PeriodAfterOneAndAHalf(t *testing.T) {
 	}
 }
 
+// TestAheadState_PeriodAfterTrough: a period is a peak of the autocorrelation after it has
+// fallen to zero. A rate whose level wanders without repeating — a ramp, or a level that
+// drifts up and back down once — correlates with itself most at the shortest lags, which
+// read as a period without the trough (both below: 4 buckets at r 0.78), and a period
+// used bounds the forecast from below by the rates a period ago.
+func TestAheadState_PeriodAfterTrough(t *testing.T) {
+	tests := []struct {
+		name   string
+		rate   func(t float64) float64
+		until  float64
+		period bool
+	}{
+		{"a ramp", func(t float64) float64 { return 5 + 30*t/1200 }, 1200, false},
+		{"one slow hump", func(t float64) float64 { return 20 - 15*math.Cos(2*math.Pi*t/1500) }, 1200, false},
+		{"a wave with a 300 s period", func(t float64) float64 { return 20 - 15*math.Cos(2*math.Pi*t/300) }, 1200, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := AheadState{BucketS: 30}
+			feed(&a, tc.until, tc.rate)
+			lag, acf, pairs, ok := a.period()
+			require.Equal(t, tc.period, ok, "lag %d, r %.2f over %d pairs", lag, acf, pairs)
+			if tc.period {
+				require.Zero(t, lag%10, "the period or a multiple of it: lag %d", lag)
+			}
+		})
+	}
+}
+
 func TestLeaveOneOutCorrelation(t *testing.T) {
 	line := []float64{1, 2, 3, 4, 5, 6, 7, 8}
 	require.InDelta(t, 1, leaveOneOutCorrelation(line, line), 1e-9)
