@@ -1602,6 +1602,12 @@ func (t *tick) measureStartup() {
 		if t.queued(c) > 0 {
 			(*up).Queued = true
 		}
+		if t.current(c) >= (*up).Replicas {
+			if t.readied == nil {
+				t.readied = map[Component]bool{}
+			}
+			t.readied[c] = true
+		}
 		switch {
 		case t.current(c) >= (*up).Replicas && (*up).Queued:
 			t.diag.note(fmt.Sprintf("ahead: %s scale-up to %d ready after %.0f s, part of it queued for capacity held by draining workers: not measured as startup", c, (*up).Replicas, took))

@@ -56,8 +56,9 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // sloHeadroom updates pool c's SLO feedback with this tick's interval and returns the
 // engines to add to its need n. An interval counts as missed when the pool's observed mean
 // latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either) while the pool was
-// settled — no scale-up of it under way: a miss while engines start is the forecast's lag,
-// which more headroom would not have met, where a miss on a settled pool says the sizing
+// settled — no scale-up of it under way, and none became ready within the interval
+// (grewWithin): a miss while engines start is the forecast's lag, which more headroom would
+// not have met, where a miss on a settled pool says the sizing
 // models are optimistic for this traffic (bursts sharper than the queueing model's, a
 // perf model slower than it says) — and the demand's level within what the ready pool was
 // sized for (outranForecast: beyond it, the miss is the forecast's, not the sizing's). While
@@ -83,7 +84,7 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	default:
 		missed = over(tr.ITLMs, t.p.cfg.ITLMs)
 	}
-	missed = missed && num > 0 && t.settled(c) && !t.outranForecast(lead)
+	missed = missed && num > 0 && t.settled(c) && !t.grewWithin(c) && !t.outranForecast(lead)
 	m := 0.0
 	if missed {
 		m = num
@@ -130,6 +131,14 @@ func (t *tick) outranForecast(lead float64) bool {
 	}
 	n, _, _, cov := a.recent(a.levelWindow(t.p.loadI))
 	return cov > 0 && n/cov > a.Sized[b]
+}
+
+// grewWithin reports whether pool c's ready engines grew within this tick's interval: a
+// scale-up of it became ready at this tick (measureStartup), or more decode engines are ready
+// than at the last tick. The interval's latency is then the smaller pool's, still catching up
+// with the demand it was ordered for: the forecast's lag, as while the engines started.
+func (t *tick) grewWithin(c Component) bool {
+	return t.readied[c] || (c == Decode && t.readyDBefore > 0 && t.current(Decode) > t.readyDBefore)
 }
 
 // settled reports whether pool c has no scale-up under way: its target is no more than its

@@ -87,6 +87,28 @@ func TestSLOHeadroom(t *testing.T) {
 		require.Equal(t, tc.counted, st.Ahead.FeedbackPrefill.Missed > 0, "a forecast of %v req/s (0: unknown), the interval at %v", tc.forecast, tc.interval)
 	}
 
+	// Nor in the interval a scale-up became ready: settled at the tick, the pool served the
+	// interval smaller, still catching up. A prefill scale-up measured ready at this tick
+	// (measureStartup), or more decode engines ready than at the last tick, whether or not a
+	// scale-up was being measured; the next interval, on the grown pool, counts.
+	p, st = aheadPlanner(t)
+	k := tk(60, 4, 4, 500)
+	st.Ahead.UpPrefill = &PendingDesired{Replicas: 4, At: 0}
+	k.measureStartup()
+	require.Nil(t, st.Ahead.UpPrefill, "measured ready")
+	k.sloHeadroom(Prefill, 4, lead)
+	require.Zero(t, st.Ahead.FeedbackPrefill.Missed, "the prefill interval it became ready in")
+	k = tk(65, 4, 4, 500)
+	k.in.Traffic.ITLMs = ptr(50.0)
+	k.readyDBefore = 3
+	k.sloHeadroom(Decode, 4, lead)
+	require.Zero(t, st.Ahead.FeedbackDecode.Missed, "a decode engine more than at the last tick")
+	k = tk(70, 4, 4, 500)
+	k.in.Traffic.ITLMs = ptr(50.0)
+	k.readyDBefore = 4
+	require.Equal(t, 1, k.sloHeadroom(Prefill, 4, lead), "the next prefill interval counts")
+	require.Equal(t, 1, k.sloHeadroom(Decode, 4, lead), "the next decode interval counts")
+
 	// Nor while a connector that leaves the target unknown reports the pool scaling.
 	p, st = aheadPlanner(t)
 	for now := 5.0; now <= 600; now += 5 {

@@ -378,6 +378,9 @@ type tick struct {
 	countsKnown          bool
 	// readyDBefore is the ready decode engines at the ahead policy's last tick (0: unknown).
 	readyDBefore int
+	// readied says which pools had a scale-up become ready at this tick (measureStartup):
+	// the SLO feedback does not count their interval (grewWithin).
+	readied map[Component]bool
 	// backlogBefore is the prompt tokens queued on the prompt pool at the ahead policy's
 	// last tick, when that was one interval ago (backlogBeforeKnown).
 	backlogBefore      float64
