@@ -165,10 +165,10 @@ type Config struct {
 	LoadPredictorLog1p bool `yaml:"load_predictor_log1p" json:"load_predictor_log1p"`
 	// ProphetWindowSize is the number of recent points the prophet predictor fits.
 	ProphetWindowSize int `yaml:"prophet_window_size" json:"prophet_window_size"`
-	// LoadPredictorWarmupTrace is a trace file (Mooncake JSONL or Azure CSV) of the traffic
-	// before the planner started (taken to end when it starts), fed to the predictors before
-	// live traffic; the ahead policy reads its newest 120 buckets (an hour at a 60 s
-	// startup) into its traffic history.
+	// LoadPredictorWarmupTrace is a trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV)
+	// of the traffic before the planner started (taken to end when it starts), fed to the
+	// predictors before live traffic; the ahead policy reads its newest 120 buckets (an hour
+	// at a 60 s startup) into its traffic history.
 	LoadPredictorWarmupTrace *string `yaml:"load_predictor_warmup_trace" json:"load_predictor_warmup_trace,omitempty"`
 	// KalmanQLevel is the Kalman predictor's level process noise.
 	KalmanQLevel float64 `yaml:"kalman_q_level" json:"kalman_q_level"`

@@ -62,9 +62,10 @@ const azureTimeLayout = "2006-01-02 15:04:05"
 // ms, `input_length`, `output_length` and optionally `hash_ids`, the prompt's 512-token
 // block hashes: non-negative integers below 2^53, at most one per prompt token and
 // MaxHashIDs in all (MaxHashIDsFor says whether they fit 512-token blocks); other keys
-// ignored) or the Azure LLM inference CSV
-// (TIMESTAMP,ContextTokens,GeneratedTokens). Files ending in .gz are decompressed. The
-// format is recognised from the content (a JSON object or the Azure header). Requests are
+// ignored), the Azure LLM inference CSV (TIMESTAMP,ContextTokens,GeneratedTokens), or a
+// BurstGPT CSV (Timestamp in seconds, Request tokens, Response tokens: readBurstGPT). Files
+// ending in .gz are decompressed. The format is recognised from the content (a JSON object,
+// the Azure header, or a header with BurstGPT's columns). Requests are
 // returned in arrival order, with arrival times relative to the earliest request. A
 // malformed line is an error naming the file and the line.
 func ReadTrace(path string) ([]Request, error) {
@@ -84,9 +85,11 @@ func ReadTrace(path string) ([]Request, error) {
 		reqs, err = readMooncake(path, br)
 	case bytes.HasPrefix(head, []byte(strings.Join(azureHeader, ","))):
 		reqs, err = readAzure(path, br)
+	case burstGPTColumns(head) != nil:
+		reqs, err = readBurstGPT(path, br)
 	default:
-		return nil, fmt.Errorf("predict: read trace %s: %w (want Mooncake JSONL or an Azure CSV with header %s)",
-			path, ErrUnknownTraceFormat, strings.Join(azureHeader, ","))
+		return nil, fmt.Errorf("predict: read trace %s: %w (want Mooncake JSONL, an Azure CSV with header %s, or a BurstGPT CSV with the columns %s)",
+			path, ErrUnknownTraceFormat, strings.Join(azureHeader, ","), strings.Join(burstGPTHeader, ", "))
 	}
 	if err != nil {
 		return nil, err
@@ -259,6 +262,83 @@ func readAzure(path string, r io.Reader) ([]Request, error) {
 	t0 := slices.Min(times) // exact integer nanoseconds before converting to seconds
 	for i := range reqs {
 		reqs[i].Arrival = float64(times[i]-t0) / 1e9
+	}
+	return reqs, nil
+}
+
+// burstGPTHeader are the columns a BurstGPT trace must have, in any order among others
+// (its files: Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type).
+var burstGPTHeader = []string{"Timestamp", "Request tokens", "Response tokens"}
+
+// maxBurstGPTSeconds bounds a BurstGPT timestamp: its published files span four months;
+// ten years is far past any trace.
+const maxBurstGPTSeconds = 10 * 365 * 86400
+
+// burstGPTColumns finds the BurstGPT columns (burstGPTHeader) in the CSV header that begins
+// the file's head, and returns their indices; nil when it is not one.
+func burstGPTColumns(head []byte) []int {
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	line = bytes.TrimRight(bytes.TrimPrefix(line, []byte("\ufeff")), "\r")
+	rec, err := csv.NewReader(bytes.NewReader(line)).Read()
+	if err != nil {
+		return nil
+	}
+	idx := make([]int, len(burstGPTHeader))
+	for i, name := range burstGPTHeader {
+		idx[i] = slices.IndexFunc(rec, func(f string) bool { return strings.TrimSpace(f) == name })
+		if idx[i] < 0 {
+			return nil
+		}
+	}
+	return idx
+}
+
+// readBurstGPT reads a BurstGPT trace (HPMLL/BurstGPT: Azure OpenAI GPT requests): a CSV whose
+// header names Timestamp (seconds from the trace's start), Request tokens and Response
+// tokens; other columns (Model, Total tokens, Log Type) are ignored, so both models' requests
+// are read, and failed ones, whose Response tokens are 0, as requests of no output (filter the
+// file for a single model or without failures). Its rows are in arrival order.
+func readBurstGPT(path string, r io.Reader) ([]Request, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	var (
+		reqs []Request
+		cols []int
+	)
+	for line := 1; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
+		}
+		if line == 1 {
+			cols = burstGPTColumns([]byte(strings.Join(rec, ",")))
+			if cols == nil {
+				return nil, fmt.Errorf("predict: %s:1: want the columns %s", path, strings.Join(burstGPTHeader, ", "))
+			}
+			continue
+		}
+		if n := slices.Max(cols) + 1; len(rec) < n {
+			return nil, fmt.Errorf("predict: %s:%d: want at least %d fields, got %d", path, line, n, len(rec))
+		}
+		ts, err := strconv.ParseFloat(strings.TrimSpace(rec[cols[0]]), 64)
+		if err != nil || !(ts >= 0) || ts > maxBurstGPTSeconds {
+			return nil, fmt.Errorf("predict: %s:%d: Timestamp %q is not a number of seconds from 0 to %d", path, line, rec[cols[0]], maxBurstGPTSeconds)
+		}
+		var tokens [2]int
+		for i, c := range cols[1:] {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rec[c]), 64)
+			if err == nil {
+				tokens[i], err = tokenCount(v)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("predict: %s:%d: %s %q is not a non-negative integer", path, line, burstGPTHeader[1+i], rec[c])
+			}
+		}
+		reqs = append(reqs, Request{Arrival: ts, InputTokens: tokens[0], OutputTokens: tokens[1]})
 	}
 	return reqs, nil
 }

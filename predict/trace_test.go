@@ -64,6 +64,29 @@ func TestReadTraceAzure(t *testing.T) {
 	require.InDelta(t, 61.02004, got[2].Arrival, 1e-9)
 }
 
+func TestReadTraceBurstGPT(t *testing.T) {
+	want := []Request{
+		{Arrival: 0, InputTokens: 472, OutputTokens: 18},
+		{Arrival: 0.5, InputTokens: 1087, OutputTokens: 0},
+		{Arrival: 26, InputTokens: 51, OutputTokens: 313},
+	}
+	for _, tc := range []struct{ name, file, content string }{
+		{"as published", "b.csv", `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+5,ChatGPT,472,18,490,Conversation log
+5.5,GPT-4,1087,0,1087,API log
+31,ChatGPT,51,313,364,Conversation log
+`},
+		{"reordered, a byte-order mark, CRLF, gzip", "b.csv.gz", "\ufeffLog Type,Timestamp,Request tokens,Response tokens,Total tokens,Model\r\n" +
+			"Conversation log,5,472,18,490,ChatGPT\r\nAPI log,5.5,1087,0,1087,GPT-4\r\nConversation log,31,51,313,364,ChatGPT\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadTrace(writeFile(t, tc.file, tc.content))
+			require.NoError(t, err)
+			require.Equal(t, want, got, "relative to the first request; a failed one (0 response tokens) read as no output")
+		})
+	}
+}
+
 func TestReadTraceErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, content, want string
@@ -75,6 +98,15 @@ func TestReadTraceErrors(t *testing.T) {
 		{"bad tokens", "e.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,-1,2\n", "e.csv:2: ContextTokens"},
 		{"field count", "f.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1\n", "f.csv:2: want 3 fields"},
 		{"unknown", "g.csv", "a,b,c\n1,2,3\n", "unknown trace format"},
+		{"BurstGPT without its response column", "bg0.csv", "Timestamp,Model,Request tokens\n1,x,2\n", "unknown trace format"},
+		{"BurstGPT time", "bg1.csv", "Timestamp,Request tokens,Response tokens\n1,2,3\nsoon,2,3\n", "bg1.csv:3: Timestamp \"soon\""},
+		{"BurstGPT negative time", "bg2.csv", "Timestamp,Request tokens,Response tokens\n-1,2,3\n", "bg2.csv:2: Timestamp"},
+		{"BurstGPT absurd time", "bg3.csv", "Timestamp,Request tokens,Response tokens\n1e12,2,3\n", "bg3.csv:2: Timestamp"},
+		{"BurstGPT NaN time", "bg4.csv", "Timestamp,Request tokens,Response tokens\nNaN,2,3\n", "bg4.csv:2: Timestamp"},
+		{"BurstGPT fractional tokens", "bg5.csv", "Timestamp,Request tokens,Response tokens\n1,2.5,3\n", "bg5.csv:2: Request tokens \"2.5\""},
+		{"BurstGPT negative tokens", "bg6.csv", "Timestamp,Request tokens,Response tokens\n1,2,-3\n", "bg6.csv:2: Response tokens"},
+		{"BurstGPT huge tokens", "bg7.csv", "Timestamp,Request tokens,Response tokens\n1,1e12,3\n", "bg7.csv:2: Request tokens"},
+		{"BurstGPT short row", "bg8.csv", "Timestamp,Request tokens,Response tokens\n1,2\n", "bg8.csv:2: want at least 3 fields"},
 		{"negative hash", "h.jsonl", "{\"timestamp\": 1, \"input_length\": 1000, \"output_length\": 3, \"hash_ids\": [1, -2]}\n", "h.jsonl:1: hash_ids: hash id 1: -2 is not a non-negative integer"},
 		{"fractional hash", "i.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1.5]}\n", "i.jsonl:1: hash_ids: hash id 0: 1.5"},
 		{"hash not a number", "j.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [\"a\"]}\n", "j.jsonl:1:"},

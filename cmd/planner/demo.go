@@ -120,7 +120,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.DurationVar(&o.duration, "duration", 3*time.Minute, "wall time of the trace replay (the trace is compressed to fit: its rate rises accordingly)")
 	fset.DurationVar(&o.startupDelay, "startup-delay", 10*time.Second, "simulated start-up time of a new engine (model load)")
 	fset.DurationVar(&o.tail, "tail", 15*time.Second, "keep watching this long after the replay, to see the planner scale down")
-	fset.StringVar(&o.trace, "trace", "", "trace to replay (Mooncake JSONL or Azure CSV); default: the bundled Azure LLM inference trace (code, 2023)")
+	fset.StringVar(&o.trace, "trace", "", "trace to replay (Mooncake JSONL, Azure CSV or BurstGPT CSV); default: the bundled Azure LLM inference trace (code, 2023)")
 	fset.DurationVar(&o.traceFrom, "trace-from", 0, "start this far into the trace")
 	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
 	fset.IntVar(&o.gpus, "gpus", 16, "simulated GPUs the local connector hands out")

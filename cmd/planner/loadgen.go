@@ -15,7 +15,7 @@ import (
 func init() {
 	register(command{
 		name:    "loadgen",
-		summary: "replay a trace (Mooncake JSONL, Azure CSV) or Dynamo's sinusoidal load against a frontend",
+		summary: "replay a trace (Mooncake JSONL, Azure CSV, BurstGPT CSV) or Dynamo's sinusoidal load against a frontend",
 		run:     runLoadgen,
 	})
 }
@@ -24,7 +24,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "http://127.0.0.1:8000", "frontend base URL (POST /v1/completions)")
-	trace := fs.String("trace", "", "trace file (Mooncake JSONL or Azure CSV); empty: the sinusoidal load")
+	trace := fs.String("trace", "", "trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV); empty: the sinusoidal load")
 	from := fs.Duration("from", 0, "start this far into the trace")
 	length := fs.Duration("length", 0, "replay this much of the trace (0: to its end)")
 	speedup := fs.Float64("speedup", 1, "divide arrival times by this (the request rate rises by the same factor)")

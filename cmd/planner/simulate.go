@@ -49,7 +49,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.scenario, "scenario", "", "scenario file (see scenarios/); or give --trace and --config")
-	fs.StringVar(&o.trace, "trace", "", "trace file (Mooncake .jsonl[.gz] or Azure .csv), with --config")
+	fs.StringVar(&o.trace, "trace", "", "trace file (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv), with --config")
 	fs.StringVar(&o.configFile, "config", "", "planner config file: the policy scored on --trace (its ttft, itl and max_gpu_budget are the scenario's)")
 	fs.StringVar(&o.compare, "compare", "", "comma-separated planner config files to compare as extra policies (named after their files)")
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")

@@ -239,8 +239,8 @@ type SLA struct {
 
 // TraceSpec is a trace file or Dynamo's sinusoidal load.
 type TraceSpec struct {
-	// File is a Mooncake JSONL or Azure CSV trace; a relative path is looked up in the data
-	// folder given to Requests, then next to the scenario file.
+	// File is a Mooncake JSONL, Azure CSV or BurstGPT CSV trace; a relative path is looked
+	// up in the data folder given to Requests, then next to the scenario file.
 	File string `yaml:"file"`
 	// FromSeconds and LengthSeconds cut a window of the file (0 length: to the end).
 	FromSeconds   float64 `yaml:"from_s"`

@@ -1,5 +1,5 @@
 // Package loadgen drives a simulated (or real) frontend with a request trace: a recorded trace
-// (Mooncake JSONL or Azure CSV, read by predict.ReadTrace) or Dynamo's sinusoidal synthetic
+// (Mooncake JSONL, Azure CSV or BurstGPT CSV, read by predict.ReadTrace) or Dynamo's sinusoidal synthetic
 // load. Arrivals are open-loop — each request is sent at its own time whatever the previous ones
 // are doing — and the trace clock can be compressed by a speed-up factor, which multiplies the
 // request rate (Dynamo's --arrival-speedup-ratio): a 57-minute trace at 19× is replayed in
