@@ -130,9 +130,9 @@
 //
 // # Traces
 //
-// ReadTrace reads Mooncake JSONL and Azure LLM inference CSV traces (optionally gzipped),
-// Bucket groups requests into throughput-interval windows with empty windows kept as zero
-// rows (Dynamo's trace_data), and Warmup feeds the windows to the predictors (an empty window
-// adds a zero count and carries the last ISL/OSL, as the live loop does) and then calls
-// ResetIdleSkip. ServeGen's aggregate rate CSV is read by ReadServeGenAggregate.
+// ReadTrace reads Mooncake JSONL, Azure LLM inference CSV and BurstGPT CSV traces
+// (optionally gzipped), Bucket groups requests into throughput-interval windows with empty
+// windows kept as zero rows (Dynamo's trace_data), and Warmup feeds the windows to the
+// predictors (an empty window adds a zero count and carries the last ISL/OSL, as the live
+// loop does) and then calls ResetIdleSkip. ServeGen's aggregate rate CSV is read by ReadServeGenAggregate.
 package predict

@@ -28,7 +28,7 @@ type Request struct {
 	// HashIDs are the prompt's block hashes, one per HashBlockTokens tokens of the prompt
 	// (the last block may be partial), as Mooncake traces give them: two requests whose
 	// first k hash ids are equal share their first k blocks of prompt (a prefix a prefix
-	// cache can reuse). Nil for traces without hashes (Azure, synthetic): no reuse.
+	// cache can reuse). Nil for traces without hashes (Azure, BurstGPT, synthetic): no reuse.
 	HashIDs []uint64
 }
 
@@ -48,8 +48,11 @@ const MaxHashIDs = 1 << 16
 func MaxHashIDsFor(isl int) int { return min(isl/HashBlockTokens+1, MaxHashIDs) }
 
 // ErrUnknownTraceFormat is returned (wrapped) by ReadTrace for a file that is neither a
-// Mooncake JSONL trace nor an Azure LLM inference CSV trace.
+// Mooncake JSONL trace, an Azure LLM inference CSV trace nor a BurstGPT CSV trace.
 var ErrUnknownTraceFormat = errors.New("unknown trace format")
+
+// byteOrderMark is UTF-8's, which some tools write at the start of a CSV or JSONL file.
+var byteOrderMark = []byte("\ufeff")
 
 // azureHeader is the header of the Azure LLM inference traces (2023).
 var azureHeader = []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
@@ -64,10 +67,11 @@ const azureTimeLayout = "2006-01-02 15:04:05"
 // MaxHashIDs in all (MaxHashIDsFor says whether they fit 512-token blocks); other keys
 // ignored), the Azure LLM inference CSV (TIMESTAMP,ContextTokens,GeneratedTokens), or a
 // BurstGPT CSV (Timestamp in seconds, Request tokens, Response tokens: readBurstGPT). Files
-// ending in .gz are decompressed. The format is recognised from the content (a JSON object,
-// the Azure header, or a header with BurstGPT's columns). Requests are
-// returned in arrival order, with arrival times relative to the earliest request. A
-// malformed line is an error naming the file and the line.
+// ending in .gz are decompressed, and a leading UTF-8 byte-order mark is skipped. The format
+// is recognised from the content's first 64 KiB (a JSON object, the Azure header, or a header
+// with BurstGPT's columns). Requests are returned in arrival order, with arrival times
+// relative to the earliest request. A malformed line is an error naming the file and the
+// line; a CSV line is at most 1 MiB, a JSONL one 64 MiB.
 func ReadTrace(path string) ([]Request, error) {
 	r, err := openData(path)
 	if err != nil {
@@ -75,8 +79,11 @@ func ReadTrace(path string) ([]Request, error) {
 	}
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 1<<16)
-	head, _ := br.Peek(512)
-	head = bytes.TrimLeft(head, " \t\r\n\ufeff")
+	if bom, _ := br.Peek(len(byteOrderMark)); bytes.Equal(bom, byteOrderMark) {
+		_, _ = br.Discard(len(byteOrderMark)) // peeked: it cannot fail
+	}
+	head, _ := br.Peek(br.Size()) // the format is read from the first 64 KiB
+	head = bytes.TrimLeft(head, " \t\r\n")
 	var reqs []Request
 	switch {
 	case len(head) == 0:
@@ -219,51 +226,96 @@ func tokenCount(v float64) (int, error) {
 	return int(v), nil
 }
 
+// readAzure reads an Azure LLM inference CSV trace (readCSV; the header checked by
+// ReadTrace): one request a row, TIMESTAMP a UTC time (azureTimeLayout), ContextTokens its
+// prompt and GeneratedTokens its output length.
 func readAzure(path string, r io.Reader) ([]Request, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
 	var (
-		reqs  []Request
-		times []int64
+		reqs   []Request
+		times  []int64
+		header = true
 	)
-	for line := 1; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
-		}
-		if line == 1 {
-			continue // the header, checked by ReadTrace
+	err := readCSV(path, r, func(rec []string) error {
+		if header {
+			header = false
+			return nil
 		}
 		if len(rec) != len(azureHeader) {
-			return nil, fmt.Errorf("predict: %s:%d: want %d fields, got %d", path, line, len(azureHeader), len(rec))
+			return fmt.Errorf("want %d fields, got %d", len(azureHeader), len(rec))
 		}
 		ts, err := time.Parse(azureTimeLayout, strings.TrimSpace(rec[0]))
 		if err != nil {
-			return nil, fmt.Errorf("predict: %s:%d: TIMESTAMP: %w", path, line, err)
+			return fmt.Errorf("TIMESTAMP: %w", err)
 		}
-		in, err := strconv.Atoi(strings.TrimSpace(rec[1]))
-		if err != nil || in < 0 {
-			return nil, fmt.Errorf("predict: %s:%d: ContextTokens %q is not a non-negative integer", path, line, rec[1])
-		}
-		out, err := strconv.Atoi(strings.TrimSpace(rec[2]))
-		if err != nil || out < 0 {
-			return nil, fmt.Errorf("predict: %s:%d: GeneratedTokens %q is not a non-negative integer", path, line, rec[2])
+		var tokens [2]int
+		for i, name := range azureHeader[1:] {
+			if tokens[i], err = csvTokens(name, rec[1+i]); err != nil {
+				return err
+			}
 		}
 		times = append(times, ts.UnixNano())
-		reqs = append(reqs, Request{InputTokens: in, OutputTokens: out})
-	}
-	if len(times) == 0 {
-		return reqs, nil
+		reqs = append(reqs, Request{InputTokens: tokens[0], OutputTokens: tokens[1]})
+		return nil
+	})
+	if err != nil || len(times) == 0 {
+		return reqs, err
 	}
 	t0 := slices.Min(times) // exact integer nanoseconds before converting to seconds
 	for i := range reqs {
 		reqs[i].Arrival = float64(times[i]-t0) / 1e9
 	}
 	return reqs, nil
+}
+
+// maxCSVLineBytes bounds one line of a CSV trace (their rows are a few dozen bytes).
+const maxCSVLineBytes = 1 << 20
+
+// readCSV reads a CSV trace a line at a time — no field of these traces spans lines — each at
+// most maxCSVLineBytes, and calls row with each non-blank line's fields, the header's first.
+// An error, row's or the CSV's, names the file and the line.
+func readCSV(path string, r io.Reader, row func(rec []string) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxCSVLineBytes)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimRight(sc.Bytes(), "\r")
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var rec []string
+		if bytes.IndexByte(b, '"') < 0 {
+			rec = strings.Split(string(b), ",")
+		} else {
+			var err error
+			if rec, err = csv.NewReader(bytes.NewReader(b)).Read(); err != nil {
+				if pe := (*csv.ParseError)(nil); errors.As(err, &pe) {
+					err = pe.Err // its line is the one-line reader's
+				}
+				return fmt.Errorf("predict: %s:%d: %w", path, line, err)
+			}
+		}
+		if err := row(rec); err != nil {
+			return fmt.Errorf("predict: %s:%d: %w", path, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("predict: %s:%d: %w (a line is at most %d bytes)", path, line+1, err, maxCSVLineBytes)
+	}
+	return nil
+}
+
+// csvTokens parses a CSV trace's token count: an integer from 0 to math.MaxInt32 (a float
+// notation of one is accepted, as 18.0).
+func csvTokens(column, field string) (int, error) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(field), 64)
+	if err == nil {
+		var n int
+		if n, err = tokenCount(v); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%s %q is not an integer from 0 to %d", column, field, math.MaxInt32)
 }
 
 // burstGPTHeader are the columns a BurstGPT trace must have, in any order among others
@@ -278,14 +330,19 @@ const maxBurstGPTSeconds = 10 * 365 * 86400
 // the file's head, and returns their indices; nil when it is not one.
 func burstGPTColumns(head []byte) []int {
 	line, _, _ := bytes.Cut(head, []byte("\n"))
-	line = bytes.TrimRight(bytes.TrimPrefix(line, []byte("\ufeff")), "\r")
-	rec, err := csv.NewReader(bytes.NewReader(line)).Read()
+	rec, err := csv.NewReader(bytes.NewReader(bytes.TrimRight(line, "\r"))).Read()
 	if err != nil {
 		return nil
 	}
+	return burstGPTIndices(rec)
+}
+
+// burstGPTIndices are the indices of the BurstGPT columns (burstGPTHeader) among a header's
+// fields; nil when one is missing.
+func burstGPTIndices(header []string) []int {
 	idx := make([]int, len(burstGPTHeader))
 	for i, name := range burstGPTHeader {
-		idx[i] = slices.IndexFunc(rec, func(f string) bool { return strings.TrimSpace(f) == name })
+		idx[i] = slices.IndexFunc(header, func(f string) bool { return strings.TrimSpace(f) == name })
 		if idx[i] < 0 {
 			return nil
 		}
@@ -297,50 +354,36 @@ func burstGPTColumns(head []byte) []int {
 // header names Timestamp (seconds from the trace's start), Request tokens and Response
 // tokens; other columns (Model, Total tokens, Log Type) are ignored, so both models' requests
 // are read, and failed ones, whose Response tokens are 0, as requests of no output (filter the
-// file for a single model or without failures). Its rows are in arrival order.
+// file for a single model or without failures).
 func readBurstGPT(path string, r io.Reader) ([]Request, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
 	var (
 		reqs []Request
 		cols []int
 	)
-	for line := 1; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("predict: %s:%d: %w", path, line, err)
-		}
-		if line == 1 {
-			cols = burstGPTColumns([]byte(strings.Join(rec, ",")))
-			if cols == nil {
-				return nil, fmt.Errorf("predict: %s:1: want the columns %s", path, strings.Join(burstGPTHeader, ", "))
+	err := readCSV(path, r, func(rec []string) error {
+		if cols == nil {
+			if cols = burstGPTIndices(rec); cols == nil {
+				return fmt.Errorf("want the columns %s", strings.Join(burstGPTHeader, ", "))
 			}
-			continue
+			return nil
 		}
 		if n := slices.Max(cols) + 1; len(rec) < n {
-			return nil, fmt.Errorf("predict: %s:%d: want at least %d fields, got %d", path, line, n, len(rec))
+			return fmt.Errorf("want at least %d fields, got %d", n, len(rec))
 		}
 		ts, err := strconv.ParseFloat(strings.TrimSpace(rec[cols[0]]), 64)
 		if err != nil || !(ts >= 0) || ts > maxBurstGPTSeconds {
-			return nil, fmt.Errorf("predict: %s:%d: Timestamp %q is not a number of seconds from 0 to %d", path, line, rec[cols[0]], maxBurstGPTSeconds)
+			return fmt.Errorf("%s %q is not a number of seconds from 0 to %d", burstGPTHeader[0], rec[cols[0]], maxBurstGPTSeconds)
 		}
 		var tokens [2]int
 		for i, c := range cols[1:] {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rec[c]), 64)
-			if err == nil {
-				tokens[i], err = tokenCount(v)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("predict: %s:%d: %s %q is not a non-negative integer", path, line, burstGPTHeader[1+i], rec[c])
+			if tokens[i], err = csvTokens(burstGPTHeader[1+i], rec[c]); err != nil {
+				return err
 			}
 		}
 		reqs = append(reqs, Request{Arrival: ts, InputTokens: tokens[0], OutputTokens: tokens[1]})
-	}
-	return reqs, nil
+		return nil
+	})
+	return reqs, err
 }
 
 // Window is one throughput interval of a bucketed trace.

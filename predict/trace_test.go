@@ -50,6 +50,15 @@ func TestReadTraceMooncake(t *testing.T) {
 	}
 }
 
+func TestReadTraceByteOrderMark(t *testing.T) {
+	got, err := ReadTrace(writeFile(t, "bom.jsonl", "\ufeff"+mooncakeSample))
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	got, err = ReadTrace(writeFile(t, "bom.csv", "\ufeffTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1,2\n"))
+	require.NoError(t, err)
+	require.Equal(t, []Request{{InputTokens: 1, OutputTokens: 2}}, got)
+}
+
 func TestReadTraceAzure(t *testing.T) {
 	path := writeFile(t, "azure.csv", `TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:17:04.0319600,3180,8
@@ -78,6 +87,9 @@ func TestReadTraceBurstGPT(t *testing.T) {
 `},
 		{"reordered, a byte-order mark, CRLF, gzip", "b.csv.gz", "\ufeffLog Type,Timestamp,Request tokens,Response tokens,Total tokens,Model\r\n" +
 			"Conversation log,5,472,18,490,ChatGPT\r\nAPI log,5.5,1087,0,1087,GPT-4\r\nConversation log,31,51,313,364,ChatGPT\r\n"},
+		{"quoted, a comma in a quoted field, a blank line", "q.csv", "\ufeff\"Note, first\",\"Timestamp\",\"Request tokens\",\"Response tokens\"\n" +
+			"\"a, b\",5,472,18\n\n\"\",5.5,1087,0\n\"c \"\"d\"\"\",31,51,313\n"},
+		{"a header past 512 bytes", "w.csv", "Timestamp,Request tokens," + strings.Repeat("x", 600) + ",Response tokens\n5,472,,18\n5.5,1087,,0\n31,51,,313\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ReadTrace(writeFile(t, tc.file, tc.content))
@@ -107,6 +119,11 @@ func TestReadTraceErrors(t *testing.T) {
 		{"BurstGPT negative tokens", "bg6.csv", "Timestamp,Request tokens,Response tokens\n1,2,-3\n", "bg6.csv:2: Response tokens"},
 		{"BurstGPT huge tokens", "bg7.csv", "Timestamp,Request tokens,Response tokens\n1,1e12,3\n", "bg7.csv:2: Request tokens"},
 		{"BurstGPT short row", "bg8.csv", "Timestamp,Request tokens,Response tokens\n1,2\n", "bg8.csv:2: want at least 3 fields"},
+		{"BurstGPT line after blank ones", "bg9.csv", "Timestamp,Request tokens,Response tokens\n1,2,3\n\n\n1,x,3\n", "bg9.csv:5: Request tokens \"x\" is not an integer from 0 to 2147483647"},
+		{"BurstGPT bad quoting", "bg10.csv", "Timestamp,Request tokens,Response tokens\n1,2,3\"x\n", "bg10.csv:2: bare \" in non-quoted-field"},
+		{"BurstGPT line too long", "bg11.csv", "Timestamp,Request tokens,Response tokens\n1,2," + strings.Repeat("3", 2<<20) + "\n", "bg11.csv:2: bufio.Scanner: token too long (a line is at most 1048576 bytes)"},
+		{"Azure token past int32", "az1.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,3000000000,2\n", "az1.csv:2: ContextTokens \"3000000000\" is not an integer from 0 to 2147483647"},
+		{"a byte-order mark before a bad JSONL line", "bom.jsonl", "\ufeff{\"timestamp\": 1}\n", "bom.jsonl:1: need timestamp"},
 		{"negative hash", "h.jsonl", "{\"timestamp\": 1, \"input_length\": 1000, \"output_length\": 3, \"hash_ids\": [1, -2]}\n", "h.jsonl:1: hash_ids: hash id 1: -2 is not a non-negative integer"},
 		{"fractional hash", "i.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1.5]}\n", "i.jsonl:1: hash_ids: hash id 0: 1.5"},
 		{"hash not a number", "j.jsonl", "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [\"a\"]}\n", "j.jsonl:1:"},

@@ -70,7 +70,7 @@ type evalReport struct {
 func runEvalPredictors(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eval-predictors", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", filepath.Join("..", "shared", "data", "traces"), "directory of traces (Mooncake .jsonl[.gz], Azure .csv, ServeGen servegen_aggregate*.csv)")
+	data := fs.String("data", filepath.Join("..", "shared", "data", "traces"), "directory of traces (Mooncake .jsonl[.gz], Azure or BurstGPT .csv, ServeGen servegen_aggregate*.csv)")
 	intervals := fs.String("intervals", "60,180", "comma-separated bucket lengths in seconds")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	serveGen := fs.Bool("servegen", true, "also evaluate the ServeGen aggregate per model at its native 600 s")
