@@ -163,6 +163,10 @@ type AheadState struct {
 	// another policy, or missed ones).
 	ReadyDecode   int     `json:"ready_decode,omitempty"`
 	ReadyDecodeAt float64 `json:"ready_decode_at,omitempty"`
+	// ReadyPrefill and ReadyPrefillAt are the same of the prefill engines: the SLO feedback
+	// does not count an interval in which a pool's ready engines grew (grewWithin).
+	ReadyPrefill   int     `json:"ready_prefill,omitempty"`
+	ReadyPrefillAt float64 `json:"ready_prefill_at,omitempty"`
 	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
 	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
 	// the decode batch is never sized below what they demonstrate.
@@ -1006,7 +1010,11 @@ func (t *tick) ahead() Decision {
 	if a.ReadyDecode > 0 && t.in.Now-a.ReadyDecodeAt <= 1.5*t.p.loadI {
 		t.readyDBefore = a.ReadyDecode
 	}
+	if a.ReadyPrefill > 0 && t.in.Now-a.ReadyPrefillAt <= 1.5*t.p.loadI {
+		t.readyPBefore = a.ReadyPrefill
+	}
 	a.ReadyDecode, a.ReadyDecodeAt = 0, t.in.Now // 0: not known at this tick
+	a.ReadyPrefill, a.ReadyPrefillAt = 0, t.in.Now
 	if a.PromptBacklogAt > 0 && t.in.Now-a.PromptBacklogAt <= 1.5*t.p.loadI {
 		t.backlogBefore, t.backlogBeforeKnown, t.backlogSpan = a.PromptBacklog, true, t.in.Now-a.PromptBacklogAt
 	}
@@ -1015,7 +1023,7 @@ func (t *tick) ahead() Decision {
 	if !t.countsKnown {
 		return hold(ReasonNoWorkerCounts, "worker inventory unreadable: holding")
 	}
-	a.ReadyDecode = t.current(Decode)
+	a.ReadyDecode, a.ReadyPrefill = t.current(Decode), t.current(Prefill)
 	t.measureStartup()
 	t.learnDecodeShown()
 

@@ -58,9 +58,9 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 // latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either) while the pool was
 // settled — no scale-up of it under way, and none became ready within the interval
 // (grewWithin): a miss while engines start is the forecast's lag, which more headroom would
-// not have met, where a miss on a settled pool says the sizing
-// models are optimistic for this traffic (bursts sharper than the queueing model's, a
-// perf model slower than it says) — and the demand's level within what the ready pool was
+// not have met, where a miss on a settled pool says the sizing models are optimistic for
+// this traffic (bursts sharper than the queueing model's, a perf model slower than it says)
+// — and the demand's level within what the ready pool was
 // sized for (outranForecast: beyond it, the miss is the forecast's, not the sizing's). While
 // more than aheadMissBudget of the recent requests were missed, each missed interval adds a
 // step of headroom (aheadHeadroomStep of the need, up to aheadMaxHeadroom), at most one a
@@ -134,11 +134,16 @@ func (t *tick) outranForecast(lead float64) bool {
 }
 
 // grewWithin reports whether pool c's ready engines grew within this tick's interval: a
-// scale-up of it became ready at this tick (measureStartup), or more decode engines are ready
-// than at the last tick. The interval's latency is then the smaller pool's, still catching up
-// with the demand it was ordered for: the forecast's lag, as while the engines started.
+// scale-up of it became ready at this tick (measureStartup), or more of its engines are ready
+// than at the last tick (known one interval before: ReadyPrefill, ReadyDecode). The
+// interval's latency is then the smaller pool's, still catching up with the demand it was
+// ordered for: the forecast's lag, as while the engines started.
 func (t *tick) grewWithin(c Component) bool {
-	return t.readied[c] || (c == Decode && t.readyDBefore > 0 && t.current(Decode) > t.readyDBefore)
+	before := t.readyPBefore
+	if c == Decode {
+		before = t.readyDBefore
+	}
+	return t.readied[c] || (before > 0 && t.current(c) > before)
 }
 
 // settled reports whether pool c has no scale-up under way: its target is no more than its

@@ -100,12 +100,14 @@ func TestSLOHeadroom(t *testing.T) {
 	require.Zero(t, st.Ahead.FeedbackPrefill.Missed, "the prefill interval it became ready in")
 	k = tk(65, 4, 4, 500)
 	k.in.Traffic.ITLMs = ptr(50.0)
-	k.readyDBefore = 3
+	k.readyDBefore, k.readyPBefore = 3, 3
 	k.sloHeadroom(Decode, 4, lead)
 	require.Zero(t, st.Ahead.FeedbackDecode.Missed, "a decode engine more than at the last tick")
+	k.sloHeadroom(Prefill, 4, lead)
+	require.Zero(t, st.Ahead.FeedbackPrefill.Missed, "a prefill engine more than at the last tick, no scale-up measured")
 	k = tk(70, 4, 4, 500)
 	k.in.Traffic.ITLMs = ptr(50.0)
-	k.readyDBefore = 4
+	k.readyDBefore, k.readyPBefore = 4, 4
 	require.Equal(t, 1, k.sloHeadroom(Prefill, 4, lead), "the next prefill interval counts")
 	require.Equal(t, 1, k.sloHeadroom(Decode, 4, lead), "the next decode interval counts")
 

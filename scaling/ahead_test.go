@@ -1188,21 +1188,24 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 15, next.Ahead.DecodeEdgeRPS, 1e-9, "20 req/s arrived and 10 req/s drained, over 2 decode engines")
 
-	// Each tick records the ready decode engines for the next; a tick that cannot read them
-	// records none, so the next one does not count an older tick's as the last.
+	// Each tick records the ready engines for the next; a tick that cannot read them records
+	// none, so the next one does not count an older tick's as the last.
 	next, _, _, err = p.Decide(st, aheadInput(5, 1, 3, 1, 3, 10))
 	require.NoError(t, err)
 	require.Equal(t, 3, next.Ahead.ReadyDecode)
+	require.Equal(t, 1, next.Ahead.ReadyPrefill)
 	blind := aheadInput(10, 1, 3, 1, 3, 10)
 	blind.Workers = nil
 	next, _, _, err = p.Decide(next, blind)
 	require.NoError(t, err)
 	require.Zero(t, next.Ahead.ReadyDecode)
+	require.Zero(t, next.Ahead.ReadyPrefill)
 	// Only the tick one interval before counts as the last: after missed ticks (or another
 	// policy's) the engines ready now are all there is to go by.
 	fresh := st
 	fresh.Ahead = st.Ahead.clone()
 	fresh.Ahead.ReadyDecode, fresh.Ahead.ReadyDecodeAt = 1, 5
+	fresh.Ahead.ReadyPrefill, fresh.Ahead.ReadyPrefillAt = 3, 5
 	for _, tc := range []struct {
 		now  float64
 		want int
@@ -1214,7 +1217,9 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 		tk.st = &st2
 		tk.ahead()
 		require.Equal(t, tc.want, tk.readyDBefore, "at %v s", tc.now)
+		require.Equal(t, 3*tc.want, tk.readyPBefore, "at %v s", tc.now)
 		require.Equal(t, 2, st2.Ahead.ReadyDecode)
+		require.Equal(t, 1, st2.Ahead.ReadyPrefill)
 	}
 }
 

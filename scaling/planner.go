@@ -376,8 +376,9 @@ type tick struct {
 	expectedP, expectedD *int
 	inProgP, inProgD     bool
 	countsKnown          bool
-	// readyDBefore is the ready decode engines at the ahead policy's last tick (0: unknown).
-	readyDBefore int
+	// readyDBefore and readyPBefore are the ready decode and prefill engines at the ahead
+	// policy's last tick (0: unknown).
+	readyDBefore, readyPBefore int
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).
 	readied map[Component]bool
