@@ -41,6 +41,9 @@ const (
 	// spread either: its own misses are measured at the horizon it sizes for and added, and
 	// it is the highest rate of the lead time, which the rate seldom reaches within it.
 	aheadForeseenWaitMissShare = 0.1
+	// aheadDecodeDownSpare is the share of the decode engines' rate at the SLA that a
+	// scale-down leaves spare (the tolerance of Kubernetes' HPA, 10%, as a one-sided band).
+	aheadDecodeDownSpare = 0.1
 	// aheadDecodeSpreadZ is how many standard deviations of the decode concurrency (Poisson:
 	// the square root of the mean) the decode sizing keeps under its SLA batch.
 	aheadDecodeSpreadZ = 1.0
@@ -1250,7 +1253,11 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		perEngine = edge
 	}
 	rate := f.Rate + backlog/lead
-	n := int(math.Ceil(rate / perEngine))
+	n, kept := decodeEngines(rate, perEngine, t.provisioned(Decode))
+	spare := ""
+	if kept {
+		spare = fmt.Sprintf("; kept at %d: a scale-down leaves %.0f%% of the engines' rate spare", n, 100*aheadDecodeDownSpare)
+	}
 	t.diag.EngineRPSDecode = ptr(perEngine)
 	// What the engines really hold (which carries the bursts too short for the traffic's
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
@@ -1268,8 +1275,25 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			t.diag.EstimatedITLMs = ptr(itl / t.acceptLength() * 1000)
 		}
 	}
-	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f %s; %.0f requests held at the %.0f%% quantile)",
-		n, rate, backlog, perEngine, keep, b, source, held, 100*(1-aheadBurstShare)), true
+	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f %s; %.0f requests held at the %.0f%% quantile%s)",
+		n, rate, backlog, perEngine, keep, b, source, held, 100*(1-aheadBurstShare), spare), true
+}
+
+// decodeEngines is the decode engines a rate needs at perEngine req/s each, given the cur
+// the pool has (its target): the rate's count, or, when that is fewer than cur, the count
+// that leaves aheadDecodeDownSpare of their rate spare (at most cur; kept says it is more
+// than the rate's count). A decode engine's SLA edge is hard — one engine at fixed lengths
+// (ISL 360, OSL 290) gets 100% at 20 req/s, 92.7% at 22, 31.9% at 25 — so a demand at the
+// edge of n engines is not taken down to n, where the next burst goes past it; a scale-up
+// goes to the rate's count.
+func decodeEngines(rate, perEngine float64, cur int) (n int, kept bool) {
+	n = int(math.Ceil(rate / perEngine))
+	if n < cur {
+		if k := min(cur, int(math.Ceil(rate/(perEngine*(1-aheadDecodeDownSpare))))); k > n {
+			return k, true
+		}
+	}
+	return n, false
 }
 
 // promptSpread is the squared coefficient of variation of the prompt lengths pool c's

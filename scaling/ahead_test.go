@@ -1310,6 +1310,34 @@ func TestAhead_DecodeContextHeld(t *testing.T) {
 	require.InDelta(t, perEngine(nil), perEngine([]perf.FPM{state(20000)}), 1e-9, "a shorter context held than ISL + OSL/2 changes nothing")
 }
 
+// TestDecodeEngines: a decode scale-down leaves 10% of the engines' rate spare; a scale-up
+// goes to the rate's count.
+func TestDecodeEngines(t *testing.T) {
+	tests := []struct {
+		name      string
+		rate      float64
+		cur, want int
+		wantKept  bool
+	}{
+		{"a scale-up to the rate's count", 19.5, 1, 2, false},
+		{"the same count", 19.5, 2, 2, false},
+		{"down from 3: 1.95 engines' rate is kept at 3", 19.5, 3, 3, true},
+		{"down from 3: 1.7 engines' rate fits 2 with 10% spare", 17, 3, 2, false},
+		{"down from 3: 1.85 engines' rate does not (2.06 at 90%)", 18.5, 3, 3, true},
+		{"down from 5: never above what the pool has", 39.5, 5, 5, true},
+		{"down from 5: 3.9 engines' rate needs 4.33 at 90%", 39, 5, 5, true},
+		{"down from 6: 3.9 engines' rate, 5 at 90%", 39, 6, 5, true},
+		{"no demand", 0, 3, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, kept := decodeEngines(tc.rate, 10, tc.cur)
+			require.Equal(t, tc.want, n)
+			require.Equal(t, tc.wantKept, kept)
+		})
+	}
+}
+
 func TestAhead_DecodeEdgeRelaxesWithTheLoad(t *testing.T) {
 	p, st := aheadPlanner(t)
 	// An edge of 10 req/s per engine, 4 ready decode engines, no ITL reading (nothing to
