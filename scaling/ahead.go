@@ -1254,17 +1254,19 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	}
 	rate := f.Rate + backlog/lead
 	n, kept := decodeEngines(rate, perEngine, t.provisioned(Decode))
-	spare := ""
-	if kept {
-		spare = fmt.Sprintf("; kept at %d: a scale-down leaves %.0f%% of the engines' rate spare", n, 100*aheadDecodeDownSpare)
-	}
+	byRate := int(math.Ceil(rate / perEngine))
 	t.diag.EngineRPSDecode = ptr(perEngine)
 	// What the engines really hold (which carries the bursts too short for the traffic's
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
 	// SLA batch.
 	held := t.observeConcurrency(m, ctx, lead)
 	if m := int(math.Ceil(held / keep)); m > n {
-		n = m
+		n, kept = m, false
+	}
+	spare := ""
+	if kept {
+		t.decodeKept = true
+		spare = fmt.Sprintf("; kept at %d, where the rate needs %d: a scale-down leaves %.0f%% of the engines' rate spare", n, byRate, 100*aheadDecodeDownSpare)
 	}
 	// The ITL on the ready pool at the current rate, as modelled (Little: each request
 	// stays perRequest seconds per unit of batch).
@@ -1793,7 +1795,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			reason = ReasonScaleUp
 		case n < cur:
 			reason = ReasonScaleDown
-		case need[c] < cur:
+		case need[c] < cur, c == Decode && t.decodeKept:
 			reason = ReasonScaleDownStabilizing
 		}
 		t.setLoadReason(c, reason)

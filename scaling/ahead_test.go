@@ -1324,7 +1324,7 @@ func TestDecodeEngines(t *testing.T) {
 		{"down from 3: 1.95 engines' rate is kept at 3", 19.5, 3, 3, true},
 		{"down from 3: 1.7 engines' rate fits 2 with 10% spare", 17, 3, 2, false},
 		{"down from 3: 1.85 engines' rate does not (2.06 at 90%)", 18.5, 3, 3, true},
-		{"down from 5: never above what the pool has", 39.5, 5, 5, true},
+		{"down from 20: never above what the pool has (22 at 90%)", 190, 20, 20, true},
 		{"down from 5: 3.9 engines' rate needs 4.33 at 90%", 39, 5, 5, true},
 		{"down from 6: 3.9 engines' rate, 5 at 90%", 39, 6, 5, true},
 		{"no demand", 0, 3, 0, false},
@@ -1335,6 +1335,27 @@ func TestDecodeEngines(t *testing.T) {
 			require.Equal(t, tc.want, n)
 			require.Equal(t, tc.wantKept, kept)
 		})
+	}
+}
+
+// TestAhead_DecodeKeptReportsStabilizing: a tick whose decode count the scale-down spare kept
+// at the pool's target reports scale_down_stabilizing, as a held scale-down does, not
+// no_change.
+func TestAhead_DecodeKeptReportsStabilizing(t *testing.T) {
+	p, st := aheadPlanner(t)
+	for _, kept := range []bool{false, true} {
+		st2 := st
+		st2.Ahead = st.Ahead.clone()
+		tk := &tick{p: p, st: &st2, in: aheadInput(5, 4, 4, 4, 4, 20), diag: &Diagnostics{}, readyP: 4, readyD: 4,
+			expectedP: ptr(4), expectedD: ptr(4), countsKnown: true, decodeKept: kept}
+		dec := tk.aheadDecide(map[Component]int{Prefill: 4, Decode: 4}, 65, false, false, false)
+		require.True(t, dec.Empty())
+		want := ReasonNoChange
+		if kept {
+			want = ReasonScaleDownStabilizing
+		}
+		require.Equal(t, want, tk.diag.LoadReasonDecode, "kept %v", kept)
+		require.Equal(t, ReasonNoChange, tk.diag.LoadReasonPrefill)
 	}
 }
 

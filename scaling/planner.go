@@ -379,6 +379,9 @@ type tick struct {
 	// readyDBefore and readyPBefore are the ready decode and prefill engines at the ahead
 	// policy's last tick (0: unknown).
 	readyDBefore, readyPBefore int
+	// decodeKept says the decode sizing kept more engines than the rate needs, for a
+	// scale-down's spare (decodeEngines): a tick held by it reports scale_down_stabilizing.
+	decodeKept bool
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).
 	readied map[Component]bool
