@@ -1253,8 +1253,8 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		perEngine = edge
 	}
 	rate := f.Rate + backlog/lead
-	n, kept := decodeEngines(rate, perEngine, t.provisioned(Decode))
-	byRate := int(math.Ceil(rate / perEngine))
+	n, byRate := decodeEngines(rate, perEngine, t.provisioned(Decode))
+	kept := n > byRate
 	t.diag.EngineRPSDecode = ptr(perEngine)
 	// What the engines really hold (which carries the bursts too short for the traffic's
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
@@ -1282,20 +1282,17 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 }
 
 // decodeEngines is the decode engines a rate needs at perEngine req/s each, given the cur
-// the pool has (its target): the rate's count, or, when that is fewer than cur, the count
-// that leaves aheadDecodeDownSpare of their rate spare (at most cur; kept says it is more
-// than the rate's count). A decode engine's SLA edge is hard — one engine at fixed lengths
+// the pool has (its target): the rate's count (byRate), or, when that is fewer than cur, the
+// count that leaves aheadDecodeDownSpare of their rate spare (at most cur). A decode engine's SLA edge is hard — one engine at fixed lengths
 // (ISL 360, OSL 290) gets 100% at 20 req/s, 92.7% at 22, 31.9% at 25 — so a demand at the
 // edge of n engines is not taken down to n, where the next burst goes past it; a scale-up
 // goes to the rate's count.
-func decodeEngines(rate, perEngine float64, cur int) (n int, kept bool) {
-	n = int(math.Ceil(rate / perEngine))
-	if n < cur {
-		if k := min(cur, int(math.Ceil(rate/(perEngine*(1-aheadDecodeDownSpare))))); k > n {
-			return k, true
-		}
+func decodeEngines(rate, perEngine float64, cur int) (n, byRate int) {
+	byRate = int(math.Ceil(rate / perEngine))
+	if byRate < cur {
+		return max(byRate, min(cur, int(math.Ceil(rate/(perEngine*(1-aheadDecodeDownSpare)))))), byRate
 	}
-	return n, false
+	return byRate, byRate
 }
 
 // promptSpread is the squared coefficient of variation of the prompt lengths pool c's

@@ -1331,9 +1331,9 @@ func TestDecodeEngines(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n, kept := decodeEngines(tc.rate, 10, tc.cur)
+			n, byRate := decodeEngines(tc.rate, 10, tc.cur)
 			require.Equal(t, tc.want, n)
-			require.Equal(t, tc.wantKept, kept)
+			require.Equal(t, tc.wantKept, n > byRate)
 		})
 	}
 }
