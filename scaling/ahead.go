@@ -421,9 +421,12 @@ type Forecast struct {
 	// it: burstReference), beyond Poisson noise.
 	Burst float64
 	// Missed is what Rate includes for the forecast's own misses (forecastMiss; 0 when a
-	// followed period gives the forecast), over MissWindows past forecasts.
+	// followed period gives the forecast, or when the trend clearly falls), over MissWindows
+	// past forecasts.
 	Missed      float64
 	MissWindows int
+	// Falling says the trend window's buckets fall beyond their noise (trendFit.falls).
+	Falling bool
 }
 
 // foreseen reports whether the forecast follows a period on calm arrivals (bursts within the
@@ -478,6 +481,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		f.Slope = tf.slope / a.BucketS
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
 		rise = tf.rise(horizon / a.BucketS)
+		f.Falling = tf.falls(len(xs))
 	} else if rates := a.recentSince(last - int(math.Ceil(window/a.BucketS))); len(rates) >= aheadBurstSpan && interval > 0 {
 		// Fewer than three buckets in the window (the first minutes, or after a gap in the
 		// observations): the same line through the window's interval rates, one per tick,
@@ -548,9 +552,15 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 	}
 	// A followed period adds its own misses (seasonalMiss); any other forecast, the upper
-	// quantile of its misses over the last lead times.
+	// quantile of its misses over the last lead times — unless the trend clearly falls. The
+	// misses are the highest rates over past forecasts' horizons, so they come from rises (a
+	// trend lags a convex rise), and a falling rate's forecast, the level with no fall
+	// extrapolated, already stands above where the rate is going.
 	if !f.Trusted {
 		f.Missed, f.MissWindows = a.forecastMiss(lead, interval)
+		if f.Falling {
+			f.Missed = 0
+		}
 		f.Rate += f.Missed
 	}
 	return f, true
@@ -734,11 +744,8 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 		}
 	}
 	if n := m - split; n >= 4 {
-		if tf := fitTrend(xs[:n], ys[split:]); tf.slope > 0 {
-			sxx := float64(n) * float64(n*n-1) / 12 // Σ(x − x̄)² over 0..n−1
-			if tf.variance <= 0 || tf.slope/math.Sqrt(tf.variance/sxx) > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
-				return 0, false
-			}
+		if tf := fitTrend(xs[:n], ys[split:]); tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
+			return 0, false
 		}
 	}
 	return after, true
@@ -1075,8 +1082,11 @@ func (t *tick) ahead() Decision {
 			why[0] += " followed"
 		}
 	}
-	if f.Missed > 0 {
+	switch {
+	case f.Missed > 0:
 		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
+	case f.Falling && !f.Trusted:
+		why[0] += ", falling: its past misses not added"
 	}
 	why[0] += "), " + lengths
 	for _, c := range t.pools() {
@@ -1820,6 +1830,9 @@ type trendFit struct {
 	slope float64
 	// variance is the residuals' variance around the line.
 	variance float64
+	// t is the slope's t statistic: the slope over its standard error (±Inf when the rates
+	// lie on a sloped line, 0 on a flat one).
+	t float64
 }
 
 // fitTrend fits the rates ys at the positions xs (buckets or ticks; any order).
@@ -1835,7 +1848,25 @@ func fitTrend(xs, ys []float64) trendFit {
 		d := ys[i] - (icept + slope*x)
 		tf.variance += d * d / float64(len(xs)-2)
 	}
+	mean := stat.Mean(rel, nil)
+	var sxx float64
+	for _, x := range rel {
+		sxx += (x - mean) * (x - mean)
+	}
+	switch se := math.Sqrt(tf.variance / sxx); {
+	case se > 0:
+		tf.t = slope / se
+	case slope != 0 && sxx > 0:
+		tf.t = math.Copysign(math.Inf(1), slope)
+	}
 	return tf
+}
+
+// falls reports whether a line fitted to n rates falls beyond their noise: its slope's t
+// statistic is under the negative aheadStepConfidence quantile of Student's t (n − 2
+// degrees of freedom; at least 4 rates).
+func (tf trendFit) falls(n int) bool {
+	return n >= 4 && tf.t < -(distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
 }
 
 // rise is how much the rate rises over the next h buckets along the line (≥ 0: a falling
