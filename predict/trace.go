@@ -72,7 +72,26 @@ const azureTimeLayout = "2006-01-02 15:04:05"
 // with BurstGPT's columns). Requests are returned in arrival order, with arrival times
 // relative to the earliest request. A malformed line is an error naming the file and the
 // line; a CSV line is at most 1 MiB, a JSONL one 64 MiB.
-func ReadTrace(path string) ([]Request, error) {
+func ReadTrace(path string) ([]Request, error) { return ReadTraceOf(path, TraceFilter{}) }
+
+// TraceFilter selects part of a trace's requests (the zero value: all of them).
+type TraceFilter struct {
+	// Model keeps the requests of one model: a BurstGPT trace's Model column (ChatGPT,
+	// GPT-4), compared exactly after trimming spaces. Other formats carry no model, and a
+	// filter on one is an error. At most MaxModelName bytes.
+	Model string
+}
+
+// MaxModelName bounds a TraceFilter's model name.
+const MaxModelName = 256
+
+// ReadTraceOf is ReadTrace keeping the requests the filter selects; a filter that selects
+// none is an error naming the models the trace has.
+func ReadTraceOf(path string, filter TraceFilter) ([]Request, error) {
+	filter.Model = strings.TrimSpace(filter.Model)
+	if len(filter.Model) > MaxModelName {
+		return nil, fmt.Errorf("predict: read trace %s: model name of %d bytes (at most %d)", path, len(filter.Model), MaxModelName)
+	}
 	r, err := openData(path)
 	if err != nil {
 		return nil, fmt.Errorf("predict: read trace: %w", err)
@@ -89,11 +108,17 @@ func ReadTrace(path string) ([]Request, error) {
 	case len(head) == 0:
 		return nil, nil
 	case head[0] == '{':
+		if filter.Model != "" {
+			return nil, fmt.Errorf("predict: read trace %s: a model filter (%q) needs a BurstGPT trace's Model column; this is a Mooncake trace", path, filter.Model)
+		}
 		reqs, err = readMooncake(path, br)
 	case bytes.HasPrefix(head, []byte(strings.Join(azureHeader, ","))):
+		if filter.Model != "" {
+			return nil, fmt.Errorf("predict: read trace %s: a model filter (%q) needs a BurstGPT trace's Model column; this is an Azure trace", path, filter.Model)
+		}
 		reqs, err = readAzure(path, br)
 	case burstGPTColumns(head) != nil:
-		reqs, err = readBurstGPT(path, br)
+		reqs, err = readBurstGPT(path, br, filter.Model)
 	default:
 		return nil, fmt.Errorf("predict: read trace %s: %w (want Mooncake JSONL, an Azure CSV with header %s, or a BurstGPT CSV with the columns %s)",
 			path, ErrUnknownTraceFormat, strings.Join(azureHeader, ","), strings.Join(burstGPTHeader, ", "))
@@ -352,23 +377,45 @@ func burstGPTIndices(header []string) []int {
 
 // readBurstGPT reads a BurstGPT trace (HPMLL/BurstGPT: Azure OpenAI GPT requests): a CSV whose
 // header names Timestamp (seconds from the trace's start), Request tokens and Response
-// tokens; other columns (Model, Total tokens, Log Type) are ignored, so both models' requests
-// are read, and failed ones, whose Response tokens are 0, as requests of no output (filter the
-// file for a single model or without failures).
-func readBurstGPT(path string, r io.Reader) ([]Request, error) {
+// tokens; other columns (Total tokens, Log Type) are ignored. With a model, only the rows
+// whose Model column is it are kept (the file must have that column, and some row must match);
+// without one, every model's requests are read. Failed requests, whose Response tokens are 0,
+// are read as requests of no output (filter the file to leave them out).
+func readBurstGPT(path string, r io.Reader, model string) ([]Request, error) {
 	var (
-		reqs []Request
-		cols []int
+		reqs     []Request
+		cols     []int
+		modelCol = -1
+		seen     []string // the models of the rows left out, the first maxModelsNamed
+		more     bool     // there were others
 	)
+	const maxModelsNamed = 10
 	err := readCSV(path, r, func(rec []string) error {
 		if cols == nil {
 			if cols = burstGPTIndices(rec); cols == nil {
 				return fmt.Errorf("want the columns %s", strings.Join(burstGPTHeader, ", "))
 			}
+			if model != "" {
+				if modelCol = slices.IndexFunc(rec, func(f string) bool { return strings.TrimSpace(f) == "Model" }); modelCol < 0 {
+					return fmt.Errorf("a model filter (%q) needs a Model column; the header has none", model)
+				}
+			}
 			return nil
 		}
-		if n := slices.Max(cols) + 1; len(rec) < n {
+		if n := max(slices.Max(cols), modelCol) + 1; len(rec) < n {
 			return fmt.Errorf("want at least %d fields, got %d", n, len(rec))
+		}
+		if modelCol >= 0 {
+			if m := strings.TrimSpace(rec[modelCol]); m != model {
+				switch {
+				case slices.Contains(seen, m):
+				case len(seen) < maxModelsNamed:
+					seen = append(seen, m)
+				default:
+					more = true
+				}
+				return nil
+			}
 		}
 		ts, err := strconv.ParseFloat(strings.TrimSpace(rec[cols[0]]), 64)
 		if err != nil || !(ts >= 0) || ts > maxBurstGPTSeconds {
@@ -383,6 +430,19 @@ func readBurstGPT(path string, r io.Reader) ([]Request, error) {
 		reqs = append(reqs, Request{Arrival: ts, InputTokens: tokens[0], OutputTokens: tokens[1]})
 		return nil
 	})
+	if err == nil && model != "" && len(reqs) == 0 {
+		if len(seen) == 0 {
+			return nil, fmt.Errorf("predict: read trace %s: no request of model %q (the trace has no requests)", path, model)
+		}
+		named := make([]string, len(seen))
+		for i, m := range seen {
+			named[i] = strconv.Quote(m)
+		}
+		if more {
+			named = append(named, "…")
+		}
+		return nil, fmt.Errorf("predict: read trace %s: no request of model %q (its models: %s)", path, model, strings.Join(named, ", "))
+	}
 	return reqs, err
 }
 

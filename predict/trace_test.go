@@ -99,6 +99,49 @@ func TestReadTraceBurstGPT(t *testing.T) {
 	}
 }
 
+// TestReadTraceOfModel: a model filter keeps one model's BurstGPT rows (their arrivals
+// relative to that model's first request); a filter that matches none names the models there
+// are; a trace with no Model column, or of a format without models, is an error, not all of
+// its requests.
+func TestReadTraceOfModel(t *testing.T) {
+	published := writeFile(t, "b.csv", `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+5,ChatGPT,472,18,490,Conversation log
+5.5,GPT-4,1087,0,1087,API log
+31,ChatGPT,51,313,364,Conversation log
+40, GPT-4 ,12,7,19,API log
+`)
+	got, err := ReadTraceOf(published, TraceFilter{Model: "GPT-4"})
+	require.NoError(t, err)
+	require.Equal(t, []Request{{Arrival: 0, InputTokens: 1087}, {Arrival: 34.5, InputTokens: 12, OutputTokens: 7}}, got)
+	got, err = ReadTraceOf(published, TraceFilter{Model: " ChatGPT "})
+	require.NoError(t, err)
+	require.Equal(t, []Request{{Arrival: 0, InputTokens: 472, OutputTokens: 18}, {Arrival: 26, InputTokens: 51, OutputTokens: 313}}, got)
+	all, err := ReadTraceOf(published, TraceFilter{})
+	require.NoError(t, err)
+	require.Len(t, all, 4, "no filter: every model's requests")
+
+	for _, tc := range []struct {
+		name, file, content, model, want string
+	}{
+		{"no such model", "b.csv", "", "gpt-4", `no request of model "gpt-4" (its models: "ChatGPT", "GPT-4")`},
+		{"no Model column", "n.csv", "Timestamp,Request tokens,Response tokens\n1,2,3\n", "GPT-4", `n.csv:1: a model filter ("GPT-4") needs a Model column`},
+		{"no requests", "e.csv", "Timestamp,Model,Request tokens,Response tokens\n", "GPT-4", "the trace has no requests"},
+		{"a row without its model", "s.csv", "Timestamp,Request tokens,Response tokens,Model\n1,2,3\n", "GPT-4", "s.csv:2: want at least 4 fields, got 3"},
+		{"Azure", "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1,2\n", "GPT-4", "needs a BurstGPT trace's Model column; this is an Azure trace"},
+		{"Mooncake", "m.jsonl", `{"timestamp": 1, "input_length": 2, "output_length": 3}` + "\n", "GPT-4", "this is a Mooncake trace"},
+		{"an absurd name", "b.csv", "", strings.Repeat("x", MaxModelName+1), "model name of 257 bytes (at most 256)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := published
+			if tc.content != "" {
+				path = writeFile(t, tc.file, tc.content)
+			}
+			_, err := ReadTraceOf(path, TraceFilter{Model: tc.model})
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
 func TestReadTraceErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, content, want string

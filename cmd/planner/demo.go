@@ -90,6 +90,7 @@ type demoOptions struct {
 	duration     time.Duration
 	startupDelay time.Duration
 	trace        string
+	traceModel   string
 	traceFrom    time.Duration
 	traceLength  time.Duration
 	gpus         int
@@ -121,6 +122,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fset.DurationVar(&o.startupDelay, "startup-delay", 10*time.Second, "simulated start-up time of a new engine (model load)")
 	fset.DurationVar(&o.tail, "tail", 15*time.Second, "keep watching this long after the replay, to see the planner scale down")
 	fset.StringVar(&o.trace, "trace", "", "trace to replay (Mooncake JSONL, Azure CSV or BurstGPT CSV); default: the bundled Azure LLM inference trace (code, 2023)")
+	fset.StringVar(&o.traceModel, "trace-model", "", "replay one model's requests of a BurstGPT --trace (its Model column, e.g. GPT-4)")
 	fset.DurationVar(&o.traceFrom, "trace-from", 0, "start this far into the trace")
 	fset.DurationVar(&o.traceLength, "trace-length", 30*time.Minute, "replay this much of the trace (0: to its end)")
 	fset.IntVar(&o.gpus, "gpus", 16, "simulated GPUs the local connector hands out")
@@ -156,6 +158,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if o.duration < 20*time.Second {
 		return fmt.Errorf("--duration %s is too short to see the planner work (at least 20s)", o.duration)
+	}
+	if o.traceModel != "" && o.trace == "" {
+		return fmt.Errorf("--trace-model selects a --trace's requests; the bundled trace has no models")
 	}
 	d := &demo{o: o, stdout: stdout, started: time.Now()}
 	defer d.cleanup()
@@ -480,7 +485,10 @@ func (d *demo) loadTrace() ([]predict.Request, string, error) {
 			return nil, "", err
 		}
 	}
-	reqs, err := predict.ReadTrace(path)
+	if d.o.traceModel != "" {
+		name += ", model " + d.o.traceModel
+	}
+	reqs, err := predict.ReadTraceOf(path, predict.TraceFilter{Model: d.o.traceModel})
 	if err != nil {
 		return nil, "", err
 	}

@@ -25,6 +25,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	url := fs.String("url", "http://127.0.0.1:8000", "frontend base URL (POST /v1/completions)")
 	trace := fs.String("trace", "", "trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV); empty: the sinusoidal load")
+	traceModel := fs.String("trace-model", "", "replay one model's requests of a BurstGPT --trace (its Model column, e.g. GPT-4)")
 	from := fs.Duration("from", 0, "start this far into the trace")
 	length := fs.Duration("length", 0, "replay this much of the trace (0: to its end)")
 	speedup := fs.Float64("speedup", 1, "divide arrival times by this (the request rate rises by the same factor)")
@@ -49,8 +50,11 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var reqs []predict.Request
 	var err error
+	if *traceModel != "" && *trace == "" {
+		return fmt.Errorf("loadgen: --trace-model selects a --trace's requests")
+	}
 	if *trace != "" {
-		if reqs, err = predict.ReadTrace(*trace); err != nil {
+		if reqs, err = predict.ReadTraceOf(*trace, predict.TraceFilter{Model: *traceModel}); err != nil {
 			return err
 		}
 		reqs = loadgen.Window(reqs, from.Seconds(), length.Seconds())

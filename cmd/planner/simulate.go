@@ -31,6 +31,7 @@ func init() {
 // simulateOptions are the simulate command's flags.
 type simulateOptions struct {
 	scenario, trace, configFile  string
+	traceModel                   string
 	compare, policies            string
 	baselines                    string
 	startup, mode                string
@@ -50,6 +51,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.scenario, "scenario", "", "scenario file (see scenarios/); or give --trace and --config")
 	fs.StringVar(&o.trace, "trace", "", "trace file (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv), with --config")
+	fs.StringVar(&o.traceModel, "trace-model", "", "with --trace: replay one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
 	fs.StringVar(&o.configFile, "config", "", "planner config file: the policy scored on --trace (its ttft, itl and max_gpu_budget are the scenario's)")
 	fs.StringVar(&o.compare, "compare", "", "comma-separated planner config files to compare as extra policies (named after their files)")
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")
@@ -128,12 +130,14 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	switch {
 	case o.scenario != "" && (o.trace != "" || o.configFile != ""):
 		return evaluate.Plan{}, errors.New("simulate: give --scenario, or --trace with --config, not both")
+	case o.traceModel != "" && o.trace == "":
+		return evaluate.Plan{}, errors.New("simulate: --trace-model selects a --trace's requests (a scenario file says trace: {model: ...})")
 	case o.scenario != "":
 		if sc, err = evaluate.LoadScenario(o.scenario); err != nil {
 			return evaluate.Plan{}, err
 		}
 	case o.trace != "" && o.configFile != "":
-		if sc, err = adHocScenario(o.trace, o.configFile); err != nil {
+		if sc, err = adHocScenario(o.trace, o.traceModel, o.configFile); err != nil {
 			return evaluate.Plan{}, err
 		}
 	default:
@@ -256,7 +260,7 @@ func (o simulateOptions) selectPolicies(sc *evaluate.Scenario, baselines map[str
 
 // adHocScenario is the scenario of --trace and --config: the config's SLAs and budget, a
 // 0.9 goodput target and a 60 s startup delay.
-func adHocScenario(trace, cfgFile string) (*evaluate.Scenario, error) {
+func adHocScenario(trace, model, cfgFile string) (*evaluate.Scenario, error) {
 	cfg, _, err := config.LoadFile(cfgFile, func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, err
@@ -278,7 +282,7 @@ func adHocScenario(trace, cfgFile string) (*evaluate.Scenario, error) {
 	}
 	name := strings.TrimSuffix(filepath.Base(trace), filepath.Ext(trace))
 	name = strings.TrimSuffix(name, ".jsonl")
-	return &evaluate.Scenario{Name: name, Mode: cfg.Mode, Trace: evaluate.TraceSpec{File: tr},
+	return &evaluate.Scenario{Name: name, Mode: cfg.Mode, Trace: evaluate.TraceSpec{File: tr, Model: model},
 		SLA: evaluate.SLA{TTFTMs: cfg.TTFTMs, ITLMs: cfg.ITLMs}, GoodputTarget: 0.9, StartupSeconds: 60, MaxGPUBudget: budget,
 		Policies: []evaluate.PolicySpec{{Name: strings.TrimSuffix(filepath.Base(cfgFile), filepath.Ext(cfgFile)), File: cf}}}, nil
 }

@@ -113,6 +113,7 @@ func TestLoadScenario(t *testing.T) {
 		"published -100%":   {validScenario + "static: [[2, 2]]\npublished: {policy: ahead, gains: [{static: [2, 2], goodput_pct: -100}]}\n", "-100%"},
 		"bad router":        {validScenario + "router: random\n", `router mode "random"`},
 		"bad prefix cache":  {validScenario + "prefix_cache: maybe\n", "prefix_cache"},
+		"model, no file":    {strings.Replace(validScenario, "trace: {", "trace: {model: GPT-4, ", 1), "model selects a trace file's requests"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))
@@ -120,6 +121,36 @@ func TestLoadScenario(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestScenario_TraceModel: a scenario's trace.model replays one model's requests of a
+// BurstGPT trace, and says so in the trace's description; on a trace without models it is
+// an error, not every request.
+func TestScenario_TraceModel(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte(`Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+5,ChatGPT,472,18,490,Conversation log
+5.5,GPT-4,1087,9,1096,API log
+31,ChatGPT,51,313,364,Conversation log
+40,GPT-4,12,7,19,API log
+`), 0o644))
+	body := strings.Replace(validScenario, "trace: {sinusoid: {duration_s: 60, min_rps: 1, max_rps: 2, period_s: 60, isl: 1000, osl: 10, seed: 1}}",
+		"trace: {file: b.csv, model: GPT-4}", 1)
+	scPath := filepath.Join(dir, "s.yaml")
+	require.NoError(t, os.WriteFile(scPath, []byte(body), 0o644))
+	sc, err := LoadScenario(scPath)
+	require.NoError(t, err)
+	reqs, desc, err := sc.Requests(t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, []predict.Request{{Arrival: 0, InputTokens: 1087, OutputTokens: 9}, {Arrival: 34.5, InputTokens: 12, OutputTokens: 7}}, reqs)
+	require.Contains(t, desc, "b.csv, model GPT-4")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.csv"), []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1,2\n"), 0o644))
+	require.NoError(t, os.WriteFile(scPath, []byte(strings.Replace(body, "file: b.csv", "file: a.csv", 1)), 0o644))
+	sc, err = LoadScenario(scPath)
+	require.NoError(t, err)
+	_, _, err = sc.Requests(t.TempDir())
+	require.ErrorContains(t, err, "this is an Azure trace")
 }
 
 func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {

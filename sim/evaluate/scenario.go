@@ -250,6 +250,9 @@ type TraceSpec struct {
 	// MaxContext drops the requests whose ISL + OSL exceed it (0: keep all), as an engine
 	// with that max model length would refuse them.
 	MaxContext int `yaml:"max_context"`
+	// Model keeps one model's requests of a BurstGPT trace (its Model column: ChatGPT or
+	// GPT-4); empty: every model's. An error with any other format (predict.TraceFilter).
+	Model string `yaml:"model"`
 	// Sinusoid generates Dynamo's sin_synth load instead of reading a file.
 	Sinusoid *SinusoidSpec `yaml:"sinusoid"`
 }
@@ -367,6 +370,10 @@ func (sc *Scenario) Validate() error {
 		return bad("oracle_interval_s must be ≥ 0")
 	case sc.Trace.Speedup < 0 || sc.Trace.FromSeconds < 0 || sc.Trace.LengthSeconds < 0 || sc.Trace.MaxContext < 0:
 		return bad("trace: from_s, length_s, speedup and max_context must be ≥ 0")
+	case sc.Trace.Model != "" && sc.Trace.File == "":
+		return bad("trace: model selects a trace file's requests; it needs file")
+	case len(sc.Trace.Model) > predict.MaxModelName:
+		return bad("trace: model of %d bytes (at most %d)", len(sc.Trace.Model), predict.MaxModelName)
 	}
 	if sc.Mode == "" {
 		sc.Mode = config.ModeDisagg
@@ -534,7 +541,7 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 			}
 		}
 	}
-	reqs, err := predict.ReadTrace(path)
+	reqs, err := predict.ReadTraceOf(path, predict.TraceFilter{Model: t.Model})
 	if err != nil {
 		return nil, "", fmt.Errorf("scenario %s: trace: %w", sc.Name, err)
 	}
@@ -554,6 +561,9 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 		return nil, "", fmt.Errorf("scenario %s: trace %s: no request in the window", sc.Name, path)
 	}
 	desc := filepath.Base(path)
+	if t.Model != "" {
+		desc += fmt.Sprintf(", model %s", strings.TrimSpace(t.Model))
+	}
 	if t.FromSeconds > 0 || t.LengthSeconds > 0 {
 		desc += fmt.Sprintf(", window %g s + %g s", t.FromSeconds, t.LengthSeconds)
 	}
