@@ -425,8 +425,10 @@ type Forecast struct {
 	// past forecasts.
 	Missed      float64
 	MissWindows int
-	// Falling says the trend window's buckets fall beyond their noise (trendFit.falls).
-	Falling bool
+	// Falling says the trend window's buckets fall beyond their noise (trendFit.falls), and
+	// MissedOnFall is what the misses would have added then (not added).
+	Falling      bool
+	MissedOnFall float64
 }
 
 // foreseen reports whether the forecast follows a period on calm arrivals (bursts within the
@@ -559,7 +561,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	if !f.Trusted {
 		f.Missed, f.MissWindows = a.forecastMiss(lead, interval)
 		if f.Falling {
-			f.Missed = 0
+			f.MissedOnFall, f.Missed = f.Missed, 0
 		}
 		f.Rate += f.Missed
 	}
@@ -1085,8 +1087,8 @@ func (t *tick) ahead() Decision {
 	switch {
 	case f.Missed > 0:
 		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
-	case f.Falling && !f.Trusted:
-		why[0] += ", falling: its past misses not added"
+	case f.MissedOnFall > 0:
+		why[0] += fmt.Sprintf(", falling: +%.2f for its misses over %d past forecasts not added", f.MissedOnFall, f.MissWindows)
 	}
 	why[0] += "), " + lengths
 	for _, c := range t.pools() {
@@ -1856,8 +1858,10 @@ func fitTrend(xs, ys []float64) trendFit {
 	switch se := math.Sqrt(tf.variance / sxx); {
 	case se > 0:
 		tf.t = slope / se
-	case slope != 0 && sxx > 0:
-		tf.t = math.Copysign(math.Inf(1), slope)
+	case slope > 0 && sxx > 0:
+		tf.t = math.Inf(1)
+	case slope < 0 && sxx > 0:
+		tf.t = math.Inf(-1)
 	}
 	return tf
 }

@@ -1123,8 +1123,10 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 			require.Equal(t, tc.falling, f.Falling)
 			if tc.falling {
 				require.Zero(t, f.Missed)
+				require.Greater(t, f.MissedOnFall, 50.0, "what was not added")
 			} else {
 				require.Greater(t, f.Missed, 50.0)
+				require.Zero(t, f.MissedOnFall)
 			}
 			require.Equal(t, 23, f.MissWindows)
 		})
