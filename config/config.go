@@ -168,7 +168,8 @@ type Config struct {
 	// LoadPredictorWarmupTrace is a trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV)
 	// of the traffic before the planner started (taken to end when it starts), fed to the
 	// predictors before live traffic; the ahead policy reads its newest 120 buckets (an hour
-	// at a 60 s startup) into its traffic history.
+	// at a 60 s startup) into its traffic history. Every model's rows of a BurstGPT file are
+	// read: give a file of the deployment's model alone.
 	LoadPredictorWarmupTrace *string `yaml:"load_predictor_warmup_trace" json:"load_predictor_warmup_trace,omitempty"`
 	// KalmanQLevel is the Kalman predictor's level process noise.
 	KalmanQLevel float64 `yaml:"kalman_q_level" json:"kalman_q_level"`

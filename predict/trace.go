@@ -85,13 +85,28 @@ type TraceFilter struct {
 // MaxModelName bounds a TraceFilter's model name.
 const MaxModelName = 256
 
-// ReadTraceOf is ReadTrace keeping the requests the filter selects; a filter that selects
-// none is an error naming the models the trace has.
-func ReadTraceOf(path string, filter TraceFilter) ([]Request, error) {
-	filter.Model = strings.TrimSpace(filter.Model)
-	if len(filter.Model) > MaxModelName {
-		return nil, fmt.Errorf("predict: read trace %s: model name of %d bytes (at most %d)", path, len(filter.Model), MaxModelName)
+// CheckModelName reports whether name may be a TraceFilter's model: empty (no filter), or
+// not blank and at most MaxModelName bytes once trimmed.
+func CheckModelName(name string) error {
+	trimmed := strings.TrimSpace(name)
+	switch {
+	case name != "" && trimmed == "":
+		return fmt.Errorf("model name %q is blank", name)
+	case len(trimmed) > MaxModelName:
+		return fmt.Errorf("model name of %d bytes (at most %d)", len(trimmed), MaxModelName)
 	}
+	return nil
+}
+
+// ReadTraceOf is ReadTrace keeping the requests the filter selects, their arrival times
+// relative to the earliest one kept; a filter that selects none is an error naming the
+// models the trace has. With a model, the other models' rows are only checked for their
+// number of fields.
+func ReadTraceOf(path string, filter TraceFilter) ([]Request, error) {
+	if err := CheckModelName(filter.Model); err != nil {
+		return nil, fmt.Errorf("predict: read trace %s: %w", path, err)
+	}
+	filter.Model = strings.TrimSpace(filter.Model)
 	r, err := openData(path)
 	if err != nil {
 		return nil, fmt.Errorf("predict: read trace: %w", err)
@@ -105,6 +120,8 @@ func ReadTraceOf(path string, filter TraceFilter) ([]Request, error) {
 	head = bytes.TrimLeft(head, " \t\r\n")
 	var reqs []Request
 	switch {
+	case len(head) == 0 && filter.Model != "":
+		return nil, fmt.Errorf("predict: read trace %s: no request of model %q (the trace has no requests)", path, filter.Model)
 	case len(head) == 0:
 		return nil, nil
 	case head[0] == '{':
@@ -389,7 +406,7 @@ func readBurstGPT(path string, r io.Reader, model string) ([]Request, error) {
 		seen     []string // the models of the rows left out, the first maxModelsNamed
 		more     bool     // there were others
 	)
-	const maxModelsNamed = 10
+	const maxModelsNamed, maxModelNamedBytes = 10, 64
 	err := readCSV(path, r, func(rec []string) error {
 		if cols == nil {
 			if cols = burstGPTIndices(rec); cols == nil {
@@ -436,6 +453,9 @@ func readBurstGPT(path string, r io.Reader, model string) ([]Request, error) {
 		}
 		named := make([]string, len(seen))
 		for i, m := range seen {
+			if len(m) > maxModelNamedBytes {
+				m = strings.ToValidUTF8(m[:maxModelNamedBytes], "") + "…"
+			}
 			named[i] = strconv.Quote(m)
 		}
 		if more {

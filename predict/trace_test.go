@@ -130,6 +130,8 @@ func TestReadTraceOfModel(t *testing.T) {
 		{"Azure", "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1,2\n", "GPT-4", "needs a BurstGPT trace's Model column; this is an Azure trace"},
 		{"Mooncake", "m.jsonl", `{"timestamp": 1, "input_length": 2, "output_length": 3}` + "\n", "GPT-4", "this is a Mooncake trace"},
 		{"an absurd name", "b.csv", "", strings.Repeat("x", MaxModelName+1), "model name of 257 bytes (at most 256)"},
+		{"a blank name: not every model", "b.csv", "", "  ", `model name "  " is blank`},
+		{"an empty file", "z.csv", " \n", "GPT-4", `no request of model "GPT-4" (the trace has no requests)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := published
@@ -140,6 +142,20 @@ func TestReadTraceOfModel(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestReadTraceOfModel_NamesBounded: the error for a model no row has names at most ten of
+// the others, each cut to 64 bytes.
+func TestReadTraceOfModel_NamesBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens\n")
+	for i := range 12 {
+		fmt.Fprintf(&b, "%d,%s%02d,1,1\n", i, strings.Repeat("m", 1000), i)
+	}
+	_, err := ReadTraceOf(writeFile(t, "many.csv", b.String()), TraceFilter{Model: "GPT-4"})
+	require.ErrorContains(t, err, `no request of model "GPT-4" (its models: "`+strings.Repeat("m", 64)+`…", `)
+	require.ErrorContains(t, err, `…", …)`, "ten named, then an ellipsis")
+	require.Less(t, len(err.Error()), 1200)
 }
 
 func TestReadTraceErrors(t *testing.T) {

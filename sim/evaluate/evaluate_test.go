@@ -114,6 +114,8 @@ func TestLoadScenario(t *testing.T) {
 		"bad router":        {validScenario + "router: random\n", `router mode "random"`},
 		"bad prefix cache":  {validScenario + "prefix_cache: maybe\n", "prefix_cache"},
 		"model, no file":    {strings.Replace(validScenario, "trace: {", "trace: {model: GPT-4, ", 1), "model selects a trace file's requests"},
+		"blank model": {strings.Replace(validScenario, "trace: {sinusoid: {duration_s: 60, min_rps: 1, max_rps: 2, period_s: 60, isl: 1000, osl: 10, seed: 1}}",
+			`trace: {file: b.csv, model: " "}`, 1), `model name " " is blank`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, tc.body))

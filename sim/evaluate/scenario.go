@@ -372,8 +372,9 @@ func (sc *Scenario) Validate() error {
 		return bad("trace: from_s, length_s, speedup and max_context must be ≥ 0")
 	case sc.Trace.Model != "" && sc.Trace.File == "":
 		return bad("trace: model selects a trace file's requests; it needs file")
-	case len(sc.Trace.Model) > predict.MaxModelName:
-		return bad("trace: model of %d bytes (at most %d)", len(sc.Trace.Model), predict.MaxModelName)
+	}
+	if err := predict.CheckModelName(sc.Trace.Model); err != nil {
+		return bad("trace: %v", err)
 	}
 	if sc.Mode == "" {
 		sc.Mode = config.ModeDisagg
@@ -561,8 +562,8 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 		return nil, "", fmt.Errorf("scenario %s: trace %s: no request in the window", sc.Name, path)
 	}
 	desc := filepath.Base(path)
-	if t.Model != "" {
-		desc += fmt.Sprintf(", model %s", strings.TrimSpace(t.Model))
+	if m := strings.TrimSpace(t.Model); m != "" {
+		desc += ", model " + m
 	}
 	if t.FromSeconds > 0 || t.LengthSeconds > 0 {
 		desc += fmt.Sprintf(", window %g s + %g s", t.FromSeconds, t.LengthSeconds)
