@@ -421,14 +421,9 @@ type Forecast struct {
 	// it: burstReference), beyond Poisson noise.
 	Burst float64
 	// Missed is what Rate includes for the forecast's own misses (forecastMiss; 0 when a
-	// followed period gives the forecast, or when the trend clearly falls), over MissWindows
-	// past forecasts.
+	// followed period gives the forecast), over MissWindows past forecasts.
 	Missed      float64
 	MissWindows int
-	// Falling says the trend window's buckets fall beyond their noise (trendFit.falls), and
-	// MissedOnFall is what the misses would have added then (not added).
-	Falling      bool
-	MissedOnFall float64
 }
 
 // foreseen reports whether the forecast follows a period on calm arrivals (bursts within the
@@ -483,7 +478,6 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		f.Slope = tf.slope / a.BucketS
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
 		rise = tf.rise(horizon / a.BucketS)
-		f.Falling = tf.falls(len(xs))
 	} else if rates := a.recentSince(last - int(math.Ceil(window/a.BucketS))); len(rates) >= aheadBurstSpan && interval > 0 {
 		// Fewer than three buckets in the window (the first minutes, or after a gap in the
 		// observations): the same line through the window's interval rates, one per tick,
@@ -554,15 +548,9 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 	}
 	// A followed period adds its own misses (seasonalMiss); any other forecast, the upper
-	// quantile of its misses over the last lead times — unless the trend clearly falls. The
-	// misses are the highest rates over past forecasts' horizons, so they come from rises (a
-	// trend lags a convex rise), and a falling rate's forecast, the level with no fall
-	// extrapolated, already stands above where the rate is going.
+	// quantile of its misses over the last lead times.
 	if !f.Trusted {
 		f.Missed, f.MissWindows = a.forecastMiss(lead, interval)
-		if f.Falling {
-			f.MissedOnFall, f.Missed = f.Missed, 0
-		}
 		f.Rate += f.Missed
 	}
 	return f, true
@@ -1084,11 +1072,8 @@ func (t *tick) ahead() Decision {
 			why[0] += " followed"
 		}
 	}
-	switch {
-	case f.Missed > 0:
+	if f.Missed > 0 {
 		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
-	case f.MissedOnFall > 0:
-		why[0] += fmt.Sprintf(", falling: +%.2f for its misses over %d past forecasts not added", f.MissedOnFall, f.MissWindows)
 	}
 	why[0] += "), " + lengths
 	for _, c := range t.pools() {
@@ -1864,13 +1849,6 @@ func fitTrend(xs, ys []float64) trendFit {
 		tf.t = math.Inf(-1)
 	}
 	return tf
-}
-
-// falls reports whether a line fitted to n rates falls beyond their noise: its slope's t
-// statistic is under the negative aheadStepConfidence quantile of Student's t (n − 2
-// degrees of freedom; at least 4 rates).
-func (tf trendFit) falls(n int) bool {
-	return n >= 4 && tf.t < -(distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
 }
 
 // rise is how much the rate rises over the next h buckets along the line (≥ 0: a falling

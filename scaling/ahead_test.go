@@ -1097,45 +1097,12 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 	require.InDelta(t, 2, f.Missed, 1e-9)
 	require.Equal(t, 23, f.MissWindows)
 	require.InDelta(t, f.Level+2, f.Rate, 1e-9, "a steady rate: the level and its misses")
-	require.False(t, f.Falling)
-
-	// On a trend that clearly falls the misses are not added: they were measured as the
-	// highest rates over past horizons, and the level already stands above a falling rate.
-	// The same misses on a rise are added.
-	for _, tc := range []struct {
-		name    string
-		slope   float64 // req/s per bucket over the trend window
-		falling bool
-	}{
-		{"falling", -2, true},
-		{"rising", 2, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := &AheadState{BucketS: 30}
-			for now := 5.0; now <= 40*30; now += 5 {
-				b := float64(int((now - 5) / 30))
-				a.record(now, 5, 5*(100+tc.slope*b), 3000, 300)
-				a.recordForecast(1, 1) // far under: every past forecast missed
-			}
-			f, ok := a.forecast(lead, interval)
-			require.True(t, ok)
-			require.False(t, f.Trusted)
-			require.Equal(t, tc.falling, f.Falling)
-			if tc.falling {
-				require.Zero(t, f.Missed)
-				require.Greater(t, f.MissedOnFall, 50.0, "what was not added")
-			} else {
-				require.Greater(t, f.Missed, 50.0)
-				require.Zero(t, f.MissedOnFall)
-			}
-			require.Equal(t, 23, f.MissWindows)
-		})
-	}
 }
 
-// TestTrendFit_Falls: a line falls when its slope's t statistic is under the negative 99%
-// quantile of Student's t: a fall within the rates' noise, a flat or a rising line does not.
-func TestTrendFit_Falls(t *testing.T) {
+// TestFitTrend_T: the slope's t statistic is the slope over its standard error: large and
+// negative on a clear fall, small within the noise, infinite on an exact sloped line, 0 on a
+// flat one (stepUp reads a rise that goes on after a step by it).
+func TestFitTrend_T(t *testing.T) {
 	xs := []float64{0, 1, 2, 3, 4, 5, 6, 7}
 	noise := []float64{1, -1, 0.5, -0.5, 1, -1, 0.5, -0.5}
 	line := func(slope, noiseScale float64) []float64 {
@@ -1145,24 +1112,11 @@ func TestTrendFit_Falls(t *testing.T) {
 		}
 		return ys
 	}
-	tests := []struct {
-		name string
-		ys   []float64
-		n    int
-		want bool
-	}{
-		{"a clear fall", line(-2, 1), 8, true},
-		{"a fall within the noise", line(-0.2, 1), 8, false},
-		{"flat", line(0, 1), 8, false},
-		{"a clear rise", line(2, 1), 8, false},
-		{"an exact fall: infinite t", line(-1, 0), 8, true},
-		{"too few rates", line(-2, 1)[:3], 3, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, fitTrend(xs[:tc.n], tc.ys).falls(tc.n))
-		})
-	}
+	q := (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: 6}).Quantile(aheadStepConfidence)
+	require.Less(t, fitTrend(xs, line(-2, 1)).t, -q, "a clear fall")
+	require.Greater(t, fitTrend(xs, line(2, 1)).t, q, "a clear rise")
+	require.Less(t, math.Abs(fitTrend(xs, line(-0.2, 1)).t), q, "a fall within the noise")
+	require.True(t, math.IsInf(fitTrend(xs, []float64{4, 3, 2, 1, 0, -1, -2, -3}).t, -1), "an exact fall")
 	require.Zero(t, fitTrend(xs, line(0, 0)).t, "a flat exact line: no slope")
 }
 
