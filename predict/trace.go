@@ -93,7 +93,7 @@ func CheckModelName(name string) error {
 	case name != "" && trimmed == "":
 		return fmt.Errorf("model name %q is blank", name)
 	case len(trimmed) > MaxModelName:
-		return fmt.Errorf("model name of %d bytes (at most %d)", len(trimmed), MaxModelName)
+		return fmt.Errorf("model name of %d bytes is too long (at most %d)", len(trimmed), MaxModelName)
 	}
 	return nil
 }

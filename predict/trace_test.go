@@ -129,7 +129,7 @@ func TestReadTraceOfModel(t *testing.T) {
 		{"a row without its model", "s.csv", "Timestamp,Request tokens,Response tokens,Model\n1,2,3\n", "GPT-4", "s.csv:2: want at least 4 fields, got 3"},
 		{"Azure", "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,1,2\n", "GPT-4", "needs a BurstGPT trace's Model column; this is an Azure trace"},
 		{"Mooncake", "m.jsonl", `{"timestamp": 1, "input_length": 2, "output_length": 3}` + "\n", "GPT-4", "this is a Mooncake trace"},
-		{"an absurd name", "b.csv", "", strings.Repeat("x", MaxModelName+1), "model name of 257 bytes (at most 256)"},
+		{"an absurd name", "b.csv", "", strings.Repeat("x", MaxModelName+1), "model name of 257 bytes is too long (at most 256)"},
 		{"a blank name: not every model", "b.csv", "", "  ", `model name "  " is blank`},
 		{"an empty file", "z.csv", " \n", "GPT-4", `no request of model "GPT-4" (the trace has no requests)`},
 	} {

@@ -486,7 +486,7 @@ func (d *demo) loadTrace() ([]predict.Request, string, error) {
 		}
 	}
 	if d.o.traceModel != "" {
-		name += ", model " + d.o.traceModel
+		name += ", model " + strings.TrimSpace(d.o.traceModel)
 	}
 	reqs, err := predict.ReadTraceOf(path, predict.TraceFilter{Model: d.o.traceModel})
 	if err != nil {
