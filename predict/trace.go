@@ -98,6 +98,19 @@ func CheckModelName(name string) error {
 	return nil
 }
 
+// modelless is the error of a model filter on a trace format without models (nil without one).
+func (f TraceFilter) modelless(path, format string) error {
+	if f.Model == "" {
+		return nil
+	}
+	return fmt.Errorf("predict: read trace %s: a model filter (%q) needs a BurstGPT trace's Model column; this is %s trace", path, f.Model, format)
+}
+
+// noRequestOf is the error of a model filter that selects no request of the trace at path.
+func noRequestOf(path, model, why string) error {
+	return fmt.Errorf("predict: read trace %s: no request of model %q (%s)", path, model, why)
+}
+
 // ReadTraceOf is ReadTrace keeping the requests the filter selects, their arrival times
 // relative to the earliest one kept; a filter that selects none is an error naming the
 // models the trace has. With a model, the other models' rows are only checked for their
@@ -121,19 +134,17 @@ func ReadTraceOf(path string, filter TraceFilter) ([]Request, error) {
 	var reqs []Request
 	switch {
 	case len(head) == 0 && filter.Model != "":
-		return nil, fmt.Errorf("predict: read trace %s: no request of model %q (the trace has no requests)", path, filter.Model)
+		return nil, noRequestOf(path, filter.Model, "the trace has no requests")
 	case len(head) == 0:
 		return nil, nil
 	case head[0] == '{':
-		if filter.Model != "" {
-			return nil, fmt.Errorf("predict: read trace %s: a model filter (%q) needs a BurstGPT trace's Model column; this is a Mooncake trace", path, filter.Model)
+		if err = filter.modelless(path, "a Mooncake"); err == nil {
+			reqs, err = readMooncake(path, br)
 		}
-		reqs, err = readMooncake(path, br)
 	case bytes.HasPrefix(head, []byte(strings.Join(azureHeader, ","))):
-		if filter.Model != "" {
-			return nil, fmt.Errorf("predict: read trace %s: a model filter (%q) needs a BurstGPT trace's Model column; this is an Azure trace", path, filter.Model)
+		if err = filter.modelless(path, "an Azure"); err == nil {
+			reqs, err = readAzure(path, br)
 		}
-		reqs, err = readAzure(path, br)
 	case burstGPTColumns(head) != nil:
 		reqs, err = readBurstGPT(path, br, filter.Model)
 	default:
@@ -449,7 +460,7 @@ func readBurstGPT(path string, r io.Reader, model string) ([]Request, error) {
 	})
 	if err == nil && model != "" && len(reqs) == 0 {
 		if len(seen) == 0 {
-			return nil, fmt.Errorf("predict: read trace %s: no request of model %q (the trace has no requests)", path, model)
+			return nil, noRequestOf(path, model, "the trace has no requests")
 		}
 		named := make([]string, len(seen))
 		for i, m := range seen {
@@ -461,7 +472,7 @@ func readBurstGPT(path string, r io.Reader, model string) ([]Request, error) {
 		if more {
 			named = append(named, "…")
 		}
-		return nil, fmt.Errorf("predict: read trace %s: no request of model %q (its models: %s)", path, model, strings.Join(named, ", "))
+		return nil, noRequestOf(path, model, "its models: "+strings.Join(named, ", "))
 	}
 	return reqs, err
 }

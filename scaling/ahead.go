@@ -1280,10 +1280,10 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 
 // decodeEngines is the decode engines a rate needs at perEngine req/s each, given the cur
 // the pool has (its target): the rate's count (byRate), or, when that is fewer than cur, the
-// count that leaves aheadDecodeDownSpare of their rate spare (at most cur). A decode engine's SLA edge is hard — one engine at fixed lengths
-// (ISL 360, OSL 290) gets 100% at 20 req/s, 92.7% at 22, 31.9% at 25 — so a demand at the
-// edge of n engines is not taken down to n, where the next burst goes past it; a scale-up
-// goes to the rate's count.
+// count that leaves aheadDecodeDownSpare of their rate spare (at most cur). A decode engine's
+// SLA edge is hard — one engine at fixed lengths (ISL 360, OSL 290) gets 100% at 20 req/s,
+// 92.7% at 22, 31.9% at 25 — so a demand at the edge of n engines is not taken down to n,
+// where the next burst goes past it; a scale-up goes to the rate's count.
 func decodeEngines(rate, perEngine float64, cur int) (n, byRate int) {
 	byRate = int(math.Ceil(rate / perEngine))
 	if byRate < cur {
