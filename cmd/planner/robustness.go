@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/llmplanner/planner/sim/evaluate"
@@ -30,6 +31,9 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		data, profile  string
 		out, policies  string
 		sources        string
+		trace, model   string
+		ttft, itl      float64
+		scales         string
 		oracle, asJSON bool
 		static         bool
 		quiet          bool
@@ -39,6 +43,11 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through the sources")
 	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order; one listed twice is drawn twice as often (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves; "+evaluate.SourceServeGenClients+", ServeGen's clients with their measured burstiness)")
+	fs.StringVar(&trace, "trace", "", "a trace file of your own (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv): its cases are windows and rate scales of it, scored at --ttft-ms and --itl-ms (source "+evaluate.SourceTrace+"; the only one unless --sources lists others)")
+	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
+	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA its cases are scored at (ms)")
+	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
+	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the trace cases draw from, MIN-MAX (the sinusoids and shapes draw their own rates)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the cases: the same seed gives the same cases and scores")
 	fs.StringVar(&data, "data", filepath.Join("..", "shared", "data", "traces"), "folder of the shared traces")
 	fs.StringVar(&profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
@@ -55,7 +64,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "and shapes draw their own rates) — and scores each policy, the best static deployment and the")
 		fmt.Fprintln(stderr, "closed-form lower bound on every one, with the same parameters everywhere; prints the")
 		fmt.Fprintln(stderr, "distribution (min and median goodput, GPU-hours over the bound, the best static deployment and")
-		fmt.Fprintln(stderr, "the oracle) and every case.")
+		fmt.Fprintln(stderr, "the oracle) and every case. With --trace, the cases are drawn from a trace of your own.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -74,6 +83,14 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rp := evaluate.RobustPlan{Cases: cases, Seed: seed, DataDir: data, Profile: prof, Policies: splitList(policies), Sources: splitList(sources),
 		Oracle: oracle, NoStatic: !static, Parallel: parallel}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := robustTrace(&rp, set, trace, model, ttft, itl); err != nil {
+		return err
+	}
+	if rp.ScaleMin, rp.ScaleMax, err = parseScales(scales); err != nil {
+		return err
+	}
 	// An unknown source is refused by the plan before any case runs; an empty list would read
 	// as the default one.
 	if len(rp.Sources) == 0 {
@@ -108,4 +125,41 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return enc.Encode(rep)
 	}
 	return rep.WriteMarkdown(stdout)
+}
+
+// robustTrace sets the plan's own trace from the --trace flags (set: the flags given): the
+// trace source alone unless --sources was given, and --trace-model, --ttft-ms and --itl-ms
+// only with --trace, the SLA flags required with it.
+func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, path, model string, ttft, itl float64) error {
+	if path == "" {
+		for _, f := range []string{"trace-model", "ttft-ms", "itl-ms"} {
+			if set[f] {
+				return fmt.Errorf("robustness: --%s applies to the cases of --trace, and no --trace is given", f)
+			}
+		}
+		return nil
+	}
+	if !set["ttft-ms"] || !set["itl-ms"] {
+		return errors.New("robustness: --trace needs --ttft-ms and --itl-ms: the SLA its cases are scored at")
+	}
+	if !set["sources"] {
+		rp.Sources = []string{evaluate.SourceTrace}
+	}
+	rp.Trace = &evaluate.RobustTrace{Path: path, Model: model, SLA: evaluate.SLA{TTFTMs: ttft, ITLMs: itl}}
+	return nil
+}
+
+// parseScales reads --scales, MIN-MAX (the plan checks the range).
+func parseScales(s string) (lo, hi float64, err error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if ok {
+		lo, err = strconv.ParseFloat(strings.TrimSpace(a), 64)
+		if err == nil {
+			hi, err = strconv.ParseFloat(strings.TrimSpace(b), 64)
+		}
+	}
+	if !ok || err != nil || !(lo > 0) || !(hi > 0) {
+		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two positive numbers (e.g. 1-8)", s)
+	}
+	return lo, hi, nil
 }

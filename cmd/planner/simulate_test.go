@@ -175,16 +175,52 @@ func TestSimulate_PrefixReuse(t *testing.T) {
 	require.Less(t, on.Rows[0].TTFT.P50, off.Rows[0].TTFT.P50)
 }
 
+// TestRobustness_OwnTrace: --trace draws every case from the user's trace (its source alone
+// unless --sources lists others), scored at --ttft-ms and --itl-ms, within --scales.
+func TestRobustness_OwnTrace(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for s := 0; s < 1800; s += 2 {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": %d, "output_length": 50, "hash_ids": []}`+"\n", s*1000, 800+s%400)
+	}
+	path := filepath.Join(dir, "mine.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	var stdout, stderr bytes.Buffer
+	err := runRobustness(context.Background(), []string{"--trace", path, "--ttft-ms", "400", "--itl-ms", "15", "--scales", "1-1.5",
+		"--cases", "2", "--policies", "ahead", "--static=false", "--json", "--quiet"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rep evaluate.RobustReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	require.Len(t, rep.Cases, 2)
+	for _, c := range rep.Cases {
+		require.Equal(t, evaluate.SourceTrace, c.Source)
+		require.Equal(t, 400.0, c.TTFTMs)
+		require.Equal(t, 15.0, c.ITLMs)
+		require.Contains(t, c.Detail, "mine.jsonl from")
+		require.True(t, c.Scale >= 1 && c.Scale <= 1.5, "scale %v", c.Scale)
+		require.Len(t, c.Rows, 1)
+		require.Positive(t, c.Rows[0].Goodput)
+	}
+}
+
 // TestRobustness_FlagErrors: a bad --sources or --policies is refused before any case runs.
 func TestRobustness_FlagErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args []string
 		want string
 	}{
-		"unknown source": {[]string{"--sources", "azure-code,spiky"}, `unknown source "spiky"`},
-		"no source":      {[]string{"--sources", " , "}, "none given"},
-		"unknown policy": {[]string{"--sources", "shapes", "--policies", "mine"}, `"mine" is not a built-in policy`},
-		"arguments":      {[]string{"extra"}, "unexpected arguments"},
+		"unknown source":  {[]string{"--sources", "azure-code,spiky"}, `unknown source "spiky"`},
+		"no source":       {[]string{"--sources", " , "}, "none given"},
+		"unknown policy":  {[]string{"--sources", "shapes", "--policies", "mine"}, `"mine" is not a built-in policy`},
+		"arguments":       {[]string{"extra"}, "unexpected arguments"},
+		"trace, no SLA":   {[]string{"--trace", "mine.csv", "--ttft-ms", "300"}, "--trace needs --ttft-ms and --itl-ms"},
+		"SLA, no trace":   {[]string{"--itl-ms", "10"}, "--itl-ms applies to the cases of --trace"},
+		"model, no trace": {[]string{"--trace-model", "GPT-4"}, "--trace-model applies to the cases of --trace"},
+		"trace not listed": {[]string{"--trace", "mine.csv", "--ttft-ms", "300", "--itl-ms", "10", "--sources", "shapes"},
+			`do not list "trace"`},
+		"missing trace":   {[]string{"--trace", "no-such-trace.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "no-such-trace.csv"},
+		"bad scales":      {[]string{"--scales", "8"}, "want MIN-MAX"},
+		"scales reversed": {[]string{"--sources", "shapes", "--scales", "8-1"}, "0 < min ≤ max ≤ 100"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

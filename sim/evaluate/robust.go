@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/loadgen"
@@ -34,13 +35,37 @@ const (
 	// than the Poisson arrivals of SourceServeGen, on the same windows: not in the default
 	// cycle, asked for with RobustPlan.Sources.
 	SourceServeGenClients = "servegen-clients"
+	// SourceTrace is a trace file of the user's own (RobustPlan.Trace), drawn as the shared
+	// traces are — a window and a rate scale per case — and scored at its own SLA: how the
+	// policies do on traffic the project does not ship. Not in the default cycle.
+	SourceTrace = "trace"
 )
 
 // RobustSources are the sources the cases cycle through by default, in that order.
 var RobustSources = []string{SourceAzureCode, SourceMooncakeConv, SourceMooncakeSynth, SourceSinusoid, SourceServeGen}
 
 // AllRobustSources are every source a plan may cycle through.
-var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes, SourceServeGenClients)
+var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes, SourceServeGenClients, SourceTrace)
+
+// RobustTrace is the trace file SourceTrace's cases draw from, and the SLA they are scored at.
+type RobustTrace struct {
+	// Path is a Mooncake JSONL, Azure CSV or BurstGPT CSV trace (predict.ReadTraceOf), read
+	// as given (not from RobustPlan.DataDir).
+	Path string
+	// Model keeps one model's requests of a BurstGPT trace (predict.TraceFilter); empty:
+	// every request.
+	Model string
+	// SLA is what the trace's cases are scored at (each > 0, at most config.MaxLatencyMs).
+	SLA SLA
+}
+
+// The rate scales a case draws from when RobustPlan.ScaleMin and ScaleMax are 0, and the
+// largest either may be.
+const (
+	DefaultRobustScaleMin = 1
+	DefaultRobustScaleMax = 8
+	MaxRobustScale        = 100
+)
 
 // RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
 // minute window, a 1–8× rate scale of the traces and ServeGen's rates; the sinusoids and
@@ -59,6 +84,13 @@ type RobustPlan struct {
 	Sources []string
 	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
 	Oracle bool
+	// Trace is the file SourceTrace's cases draw from; it needs SourceTrace among Sources,
+	// and SourceTrace needs it.
+	Trace *RobustTrace
+	// ScaleMin and ScaleMax bound the rate scale the trace sources' cases draw (uniformly);
+	// both 0: DefaultRobustScaleMin–DefaultRobustScaleMax. The sinusoids and shapes draw
+	// their own rates.
+	ScaleMin, ScaleMax float64
 	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
 	// comparisons with it are then "-").
 	NoStatic bool
@@ -129,15 +161,26 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			return nil, fmt.Errorf("evaluate: robustness: unknown source %q (have %s)", src, strings.Join(AllRobustSources, ", "))
 		}
 	}
+	if err := rp.checkTrace(sources); err != nil {
+		return nil, err
+	}
+	lo, hi, err := rp.scales()
+	if err != nil {
+		return nil, err
+	}
 	var series []predict.RateSeries
 	var clients []predict.ClientSeries
+	var own []predict.Request // the SourceTrace file's requests, read once
 	var out []robustInput
 	for i := range rp.Cases {
 		rng := rand.New(rand.NewPCG(rp.Seed, uint64(i)))
 		src := sources[i%len(sources)]
 		length := 600 + 1200*rng.Float64() // 10–30 minutes replayed
-		scale := 1 + 7*rng.Float64()
+		scale := lo + (hi-lo)*rng.Float64()
 		in := robustInput{source: src, sla: robustSLA[src], scale: scale}
+		if src == SourceTrace {
+			in.sla = rp.Trace.SLA
+		}
 		switch src {
 		case SourceSinusoid:
 			period := []float64{120, 300, 600, 900, 1200}[rng.IntN(5)]
@@ -213,8 +256,18 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		default:
 			file := map[string]string{SourceAzureCode: "AzureLLMInferenceTrace_code_2023.csv",
 				SourceMooncakeConv: "mooncake_fast25_conversation_trace.jsonl", SourceMooncakeSynth: "mooncake_fast25_synthetic_trace.jsonl"}[src]
-			all, err := load(file)
-			if err != nil {
+			var all []predict.Request
+			if src == SourceTrace {
+				if own == nil {
+					if own, err = predict.ReadTraceOf(rp.Trace.Path, predict.TraceFilter{Model: rp.Trace.Model}); err != nil {
+						return nil, fmt.Errorf("evaluate: robustness: %w", err)
+					}
+					if len(own) == 0 {
+						return nil, fmt.Errorf("evaluate: robustness: trace %s has no request", rp.Trace.Path)
+					}
+				}
+				all, file = own, rp.Trace.label()
+			} else if all, err = load(file); err != nil {
 				return nil, err
 			}
 			var span float64
@@ -243,6 +296,49 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// checkTrace checks that the plan's trace and SourceTrace come together, and the trace's
+// model and SLA.
+func (rp RobustPlan) checkTrace(sources []string) error {
+	listed := slices.Contains(sources, SourceTrace)
+	switch t := rp.Trace; {
+	case t == nil && listed:
+		return fmt.Errorf("evaluate: robustness: source %q needs a trace file (--trace)", SourceTrace)
+	case t == nil:
+		return nil
+	case !listed:
+		return fmt.Errorf("evaluate: robustness: a trace file (%s) is given, but the sources (%s) do not list %q", t.Path, strings.Join(sources, ", "), SourceTrace)
+	case strings.TrimSpace(t.Path) == "":
+		return errors.New("evaluate: robustness: the trace file's path is empty")
+	case !(t.SLA.TTFTMs > 0 && t.SLA.TTFTMs <= config.MaxLatencyMs) || !(t.SLA.ITLMs > 0 && t.SLA.ITLMs <= config.MaxLatencyMs):
+		return fmt.Errorf("evaluate: robustness: trace %s: SLA TTFT %v ms, ITL %v ms: each must be > 0 and at most %d ms", t.Path, t.SLA.TTFTMs, t.SLA.ITLMs, config.MaxLatencyMs)
+	}
+	if err := predict.CheckModelName(rp.Trace.Model); err != nil {
+		return fmt.Errorf("evaluate: robustness: trace %s: %w", rp.Trace.Path, err)
+	}
+	return nil
+}
+
+// label names the trace in a case's description: its file name, and the model kept.
+func (t *RobustTrace) label() string {
+	name := filepath.Base(t.Path)
+	if m := strings.TrimSpace(t.Model); m != "" {
+		name += " (model " + m + ")"
+	}
+	return name
+}
+
+// scales are the rate scales the cases draw from: the plan's, or the defaults when both are 0.
+func (rp RobustPlan) scales() (lo, hi float64, err error) {
+	lo, hi = rp.ScaleMin, rp.ScaleMax
+	if lo == 0 && hi == 0 {
+		return DefaultRobustScaleMin, DefaultRobustScaleMax, nil
+	}
+	if !(lo > 0 && lo <= hi && hi <= MaxRobustScale) {
+		return 0, 0, fmt.Errorf("evaluate: robustness: rate scales %v–%v: want 0 < min ≤ max ≤ %d", lo, hi, MaxRobustScale)
+	}
+	return lo, hi, nil
 }
 
 // clientsCase draws a SourceServeGenClients case: one of the series, a span of its windows

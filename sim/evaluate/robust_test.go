@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,4 +257,93 @@ func TestMedian(t *testing.T) {
 	require.Zero(t, median(nil))
 	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
 	require.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
+}
+
+// TestRobustCases_OwnTrace: a trace file of the user's own is a source of its own — windows
+// and rate scales of it within the plan's scales, at its own SLA, one model's requests of a
+// BurstGPT file when asked — and the plan refuses a trace without its source, the source
+// without a trace, a bad SLA, a bad model name and bad scales before drawing any case.
+func TestRobustCases_OwnTrace(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for s := 0; s < 7200; s += 3 {
+		model := "ChatGPT"
+		if s%2 == 1 {
+			model = "GPT-4"
+		}
+		fmt.Fprintf(&b, "%d,%s,%d,%d,%d,Conversation log\n", s, model, 500+s%900, 100, 600+s%900)
+	}
+	b.WriteString("7300,GPT-4,20000,100,20100,Conversation log\n") // too long: dropped
+	path := filepath.Join(dir, "BurstGPT_mine.csv")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	sla := SLA{TTFTMs: 500, ITLMs: 20}
+
+	rp := RobustPlan{Cases: 6, Seed: 11, Sources: []string{SourceTrace, SourceSinusoid},
+		Trace: &RobustTrace{Path: path, Model: " GPT-4 ", SLA: sla}, ScaleMin: 0.5, ScaleMax: 2}
+	cases, err := rp.cases()
+	require.NoError(t, err)
+	require.Len(t, cases, 6)
+	for i, in := range cases {
+		if i%2 == 1 {
+			require.Equal(t, SourceSinusoid, in.source)
+			require.Equal(t, robustSLA[SourceSinusoid], in.sla, "a shared source keeps its SLA")
+			continue
+		}
+		require.Equal(t, SourceTrace, in.source)
+		require.Equal(t, fmt.Sprintf("case-%02d-trace", i), in.name)
+		require.Equal(t, sla, in.sla, "scored at the trace's own SLA")
+		require.Contains(t, in.detail, "BurstGPT_mine.csv (model GPT-4)")
+		require.GreaterOrEqual(t, in.scale, 0.5)
+		require.LessOrEqual(t, in.scale, 2.0)
+		require.NotEmpty(t, in.reqs)
+		for _, r := range in.reqs {
+			require.LessOrEqual(t, r.InputTokens+r.OutputTokens, robustMaxContext)
+			require.Equal(t, 1, (r.InputTokens-500)%2, "GPT-4's requests only (odd seconds, odd lengths)")
+		}
+	}
+	again, err := rp.cases()
+	require.NoError(t, err)
+	require.Equal(t, cases, again, "the same seed draws the same cases")
+
+	for name, tc := range map[string]struct {
+		plan RobustPlan
+		want string
+	}{
+		"source without a trace":   {RobustPlan{Cases: 1, Sources: []string{SourceTrace}}, "needs a trace file"},
+		"trace without its source": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, Trace: &RobustTrace{Path: path, SLA: sla}}, `do not list "trace"`},
+		"no SLA":                   {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path}}, "must be > 0"},
+		"absurd SLA":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, SLA: SLA{TTFTMs: math.Inf(1), ITLMs: 10}}}, "must be > 0"},
+		"blank model":              {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, Model: "  ", SLA: sla}}, "blank"},
+		"no such model":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, Model: "Claude", SLA: sla}}, "GPT-4"},
+		"missing file":             {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: filepath.Join(dir, "none.csv"), SLA: sla}}, "none.csv"},
+		"empty path":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: " ", SLA: sla}}, "path is empty"},
+		"scales reversed":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 4, ScaleMax: 2}, "0 < min ≤ max ≤ 100"},
+		"scale too large":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1, ScaleMax: 1000}, "0 < min ≤ max ≤ 100"},
+		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0 < min ≤ max ≤ 100"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := tc.plan.cases()
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestRobustCases_DefaultScales: the default scales draw what the benchmark always drew (its
+// cases, and docs/benchmarks.md, stay those of earlier editions).
+func TestRobustCases_DefaultScales(t *testing.T) {
+	dir := robustData(t)
+	def, err := RobustPlan{Cases: 5, Seed: 3, DataDir: dir}.cases()
+	require.NoError(t, err)
+	explicit, err := RobustPlan{Cases: 5, Seed: 3, DataDir: dir, ScaleMin: DefaultRobustScaleMin, ScaleMax: DefaultRobustScaleMax}.cases()
+	require.NoError(t, err)
+	require.Equal(t, def, explicit)
+	for i, in := range def {
+		u := rand.New(rand.NewPCG(3, uint64(i))) // the case's generator: its second draw is the scale
+		u.Float64()
+		if in.source == SourceSinusoid {
+			continue // draws its own rates: scale 1
+		}
+		require.Equal(t, 1+7*u.Float64(), in.scale, in.detail)
+	}
 }
