@@ -149,6 +149,7 @@ func (c *Config) validateBounds(v *validator) {
 		{"profile_results_dir", &c.ProfileResultsDir, MaxStringBytes},
 		{"load_predictor", &c.LoadPredictor, MaxStringBytes},
 		{"load_predictor_warmup_trace", c.LoadPredictorWarmupTrace, MaxStringBytes},
+		{"load_predictor_warmup_trace_model", c.LoadPredictorWarmupTraceModel, MaxStringBytes},
 		{"metric_pulling_prometheus_endpoint", &c.MetricPullingPrometheusEndpoint, MaxStringBytes},
 		{"metric_pulling_prometheus_token", c.MetricPullingPrometheusToken, MaxStringBytes},
 		{"metric_pulling_prometheus_token_file", c.MetricPullingPrometheusTokenFile, MaxStringBytes},

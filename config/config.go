@@ -169,8 +169,14 @@ type Config struct {
 	// of the traffic before the planner started (taken to end when it starts), fed to the
 	// predictors before live traffic; the ahead policy reads its newest 120 buckets (an hour
 	// at a 60 s startup) into its traffic history. Every model's rows of a BurstGPT file are
-	// read: give a file of the deployment's model alone.
+	// read unless load_predictor_warmup_trace_model names one.
 	LoadPredictorWarmupTrace *string `yaml:"load_predictor_warmup_trace" json:"load_predictor_warmup_trace,omitempty"`
+	// LoadPredictorWarmupTraceModel (extension) keeps one model's rows of a BurstGPT
+	// load_predictor_warmup_trace (its Model column, e.g. GPT-4; spaces around it trimmed;
+	// at most 256 bytes); arrival times then start from that model's first request. Needs
+	// load_predictor_warmup_trace; a trace of another format, or without a row of the model,
+	// is an error when it is read.
+	LoadPredictorWarmupTraceModel *string `yaml:"load_predictor_warmup_trace_model" json:"load_predictor_warmup_trace_model,omitempty"`
 	// KalmanQLevel is the Kalman predictor's level process noise.
 	KalmanQLevel float64 `yaml:"kalman_q_level" json:"kalman_q_level"`
 	// KalmanQTrend is the Kalman predictor's trend process noise.

@@ -160,6 +160,8 @@ line 4: scheduling.scale_interval_seconds: must divide throughput_adjustment_int
 line 3: itl_ms: must be > 0 (got -5)`,
 	"sweeping_none.yaml":        `line 2: pre_deployment_sweeping_mode: cannot be "none" when throughput scaling is enabled: throughput sizing needs a pre-deployment profile`,
 	"stabilization_window.yaml": `line 2: scale_down_stabilization_seconds: must be within 0..3600 (got 7200)`,
+	"warmup_model_alone.yaml":   `line 2: load_predictor_warmup_trace_model: selects the rows of load_predictor_warmup_trace, which is not set`,
+	"warmup_model_blank.yaml":   `line 3: load_predictor_warmup_trace_model: must be a model name, not blank, of at most 256 bytes once trimmed (got 0 bytes)`,
 	"syntax.yaml":               `not valid YAML or JSON: line 2: mapping values are not allowed in this context`,
 	"unknown_key.yaml": `line 2: unknown key "ttft_msec" (did you mean "ttft_ms"?)
 line 3: unknown key "max_gpu_budgte" (did you mean "max_gpu_budget"?)`,

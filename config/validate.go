@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/llmplanner/planner/predict"
 )
 
 // Validate reports every problem of the configuration, each with its field path; it returns
@@ -128,6 +130,13 @@ func (c *Config) Validate() error {
 	}
 	if c.LoadPredictorWarmupTrace != nil && strings.TrimSpace(*c.LoadPredictorWarmupTrace) == "" {
 		v.add("load_predictor_warmup_trace", "must not be empty when set")
+	}
+	if m := c.LoadPredictorWarmupTraceModel; m != nil {
+		if err := predict.CheckModelName(*m); err != nil || *m == "" {
+			v.add("load_predictor_warmup_trace_model", fmt.Sprintf("must be a model name, not blank, of at most %d bytes once trimmed (got %d bytes)", predict.MaxModelName, len(strings.TrimSpace(*m))))
+		} else if c.LoadPredictorWarmupTrace == nil {
+			v.add("load_predictor_warmup_trace_model", "selects the rows of load_predictor_warmup_trace, which is not set")
+		}
 	}
 
 	// Prometheus.

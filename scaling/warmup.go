@@ -3,6 +3,7 @@ package scaling
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/llmplanner/planner/predict"
 )
@@ -36,12 +37,19 @@ func (p *Planner) ReadWarmup() ([]predict.Request, string, error) {
 		return nil, fmt.Sprintf("load_predictor_warmup_trace not read: %s", p.warmupUnused()), nil
 	}
 	path := *p.cfg.LoadPredictorWarmupTrace
-	reqs, err := predict.ReadTrace(path)
+	var filter predict.TraceFilter
+	if m := p.cfg.LoadPredictorWarmupTraceModel; m != nil {
+		filter.Model = *m
+	}
+	reqs, err := predict.ReadTraceOf(path, filter)
 	if err != nil {
 		return nil, "", fmt.Errorf("load_predictor_warmup_trace: %w", err)
 	}
 	if len(reqs) == 0 {
 		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: no requests", path)
+	}
+	if filter.Model != "" {
+		path = fmt.Sprintf("%s (model %s)", path, strings.TrimSpace(filter.Model))
 	}
 	if err := p.checkWarmup(reqs); err != nil {
 		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: %w", path, err)

@@ -2,6 +2,7 @@ package scaling
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -147,12 +148,25 @@ func TestPlanner_ReadWarmup(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "empty.jsonl")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
 	years := writeTrace(t, []predict.Request{{Arrival: 0, InputTokens: 10, OutputTokens: 1}, {Arrival: 1e10, InputTokens: 10, OutputTokens: 1}})
+	// A BurstGPT file of two models: ChatGPT every 2 s over 600 s, GPT-4 every 10 s from 100 s.
+	var burst strings.Builder
+	burst.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for s := 0; s < 600; s += 2 {
+		fmt.Fprintf(&burst, "%d,ChatGPT,300,100,400,Conversation log\n", s)
+		if s >= 100 && s%10 == 0 {
+			fmt.Fprintf(&burst, "%d,GPT-4,900,200,1100,Conversation log\n", s)
+		}
+	}
+	burstGPT := filepath.Join(t.TempDir(), "BurstGPT.csv")
+	require.NoError(t, os.WriteFile(burstGPT, []byte(burst.String()), 0o600))
+	gpt4, claude := "GPT-4", "Claude"
 	for _, tc := range []struct {
-		name   string
-		mutate func(*config.Config)
-		read   bool
-		note   string
-		err    string
+		name     string
+		mutate   func(*config.Config)
+		read     bool
+		requests int // the requests read, when not 0
+		note     string
+		err      string
 	}{
 		{name: "unset", mutate: func(*config.Config) {}},
 		{name: "dynamo predictors", read: true, note: "predictors warmed with 10 windows of " + path, mutate: func(c *config.Config) {
@@ -176,6 +190,18 @@ func TestPlanner_ReadWarmup(t *testing.T) {
 		{name: "years for the predictors", err: "100000 windows of 60 s at most", mutate: func(c *config.Config) {
 			c.EnableThroughputScaling, c.ThroughputAdjustmentIntervalSeconds, c.LoadPredictorWarmupTrace = true, 60, &years
 		}},
+		{name: "one model of a BurstGPT trace", read: true, requests: 50, note: "the last 490 s of " + burstGPT + " (model GPT-4) (490 s, 50 requests)", mutate: func(c *config.Config) {
+			c.ScalingPolicy, c.LoadPredictorWarmupTrace, c.LoadPredictorWarmupTraceModel = config.PolicyAhead, &burstGPT, &gpt4
+		}},
+		{name: "every model of a BurstGPT trace", read: true, requests: 350, note: "(598 s, 350 requests)", mutate: func(c *config.Config) {
+			c.ScalingPolicy, c.LoadPredictorWarmupTrace = config.PolicyAhead, &burstGPT
+		}},
+		{name: "a model the trace lacks", err: `no request of model "Claude"`, mutate: func(c *config.Config) {
+			c.ScalingPolicy, c.LoadPredictorWarmupTrace, c.LoadPredictorWarmupTraceModel = config.PolicyAhead, &burstGPT, &claude
+		}},
+		{name: "a model of a trace without models", err: "needs a BurstGPT trace's Model column", mutate: func(c *config.Config) {
+			c.ScalingPolicy, c.LoadPredictorWarmupTrace, c.LoadPredictorWarmupTraceModel = config.PolicyAhead, &path, &gpt4
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustPlanner(t, slaConfig(tc.mutate))
@@ -187,6 +213,9 @@ func TestPlanner_ReadWarmup(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.read, reqs != nil)
+			if tc.requests > 0 {
+				require.Len(t, reqs, tc.requests)
+			}
 			if tc.note == "" {
 				require.Empty(t, note)
 			} else {
