@@ -74,6 +74,8 @@ func runEvalPredictors(ctx context.Context, args []string, stdout, stderr io.Wri
 	intervals := fs.String("intervals", "60,180", "comma-separated bucket lengths in seconds")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	serveGen := fs.Bool("servegen", true, "also evaluate the ServeGen aggregate per model at its native 600 s")
+	trace := fs.String("trace", "", "evaluate this one request trace (Mooncake .jsonl[.gz], Azure or BurstGPT .csv) rather than the files of --data")
+	traceModel := fs.String("trace-model", "", "with --trace: one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner eval-predictors [flags]")
 		fmt.Fprintln(stderr, "\nOnline one-step-ahead forecasts of the request count of every interval from the intervals")
@@ -96,7 +98,20 @@ func runEvalPredictors(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "eval-predictors: -intervals: %v\n", err)
 		return errUsage
 	}
-	series, skipped, err := loadEvalSeries(*data, ivs, *serveGen)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var series []evalSeries
+	var skipped []string
+	switch {
+	case set["trace-model"] && *trace == "":
+		return errors.New("eval-predictors: --trace-model selects a --trace's requests, and no --trace is given")
+	case *trace != "" && set["data"]:
+		return errors.New("eval-predictors: give --data (a folder of traces) or --trace (one file), not both")
+	case *trace != "":
+		series, err = loadEvalTrace(*trace, *traceModel, ivs)
+	default:
+		series, skipped, err = loadEvalSeries(*data, ivs, *serveGen)
+	}
 	if err != nil {
 		return err
 	}
@@ -175,16 +190,57 @@ func loadEvalSeries(dir string, intervals []float64, serveGen bool) (series []ev
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, iv := range intervals {
-			wins := predict.Bucket(reqs, iv)
-			counts := make([]float64, len(wins))
-			for i, w := range wins {
-				counts[i] = float64(w.Count)
-			}
-			series = append(series, evalSeries{trace: name, series: "requests", interval: iv, counts: counts})
+		rs, err := requestSeries(name, "requests", reqs, intervals)
+		if err != nil {
+			return nil, nil, err
 		}
+		series = append(series, rs...)
 	}
 	return series, skipped, nil
+}
+
+// loadEvalTrace reads one request trace (one model's requests of a BurstGPT trace when model
+// is set; the series is then named after it), bucketed at each interval. A file that is not
+// a request trace, or has no request, is an error.
+func loadEvalTrace(path, model string, intervals []float64) ([]evalSeries, error) {
+	reqs, err := predict.ReadTraceOf(path, predict.TraceFilter{Model: model})
+	if err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("eval-predictors: %s has no request", path)
+	}
+	name := "requests"
+	if m := strings.TrimSpace(model); m != "" {
+		name = m
+	}
+	return requestSeries(filepath.Base(path), name, reqs, intervals)
+}
+
+// maxEvalIntervals bounds a series' intervals: a trace whose requests are years apart is
+// refused, not bucketed into billions of windows (and forecast online over each).
+const maxEvalIntervals = 200_000
+
+// requestSeries is a request trace's count series at each interval; an error when one would
+// hold more than maxEvalIntervals intervals.
+func requestSeries(trace, name string, reqs []predict.Request, intervals []float64) ([]evalSeries, error) {
+	var out []evalSeries
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range reqs {
+		lo, hi = math.Min(lo, r.Arrival), math.Max(hi, r.Arrival)
+	}
+	for _, iv := range intervals {
+		if n := (hi - lo) / iv; len(reqs) > 0 && !(n < maxEvalIntervals) {
+			return nil, fmt.Errorf("eval-predictors: %s spans %.0f s: %.0f intervals of %v s, more than %d", trace, hi-lo, math.Ceil(n), iv, maxEvalIntervals)
+		}
+		wins := predict.Bucket(reqs, iv)
+		counts := make([]float64, len(wins))
+		for i, w := range wins {
+			counts[i] = float64(w.Count)
+		}
+		out = append(out, evalSeries{trace: trace, series: name, interval: iv, counts: counts})
+	}
+	return out, nil
 }
 
 // evaluateSeries runs every predictor online over s: the forecast for interval i is made

@@ -114,3 +114,61 @@ func TestEvalPredictorsErrors(t *testing.T) {
 	err = runEvalPredictors(cancelled, []string{"--data", evalTestData(t)}, &out, &errb)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// TestEvalPredictors_Trace: --trace evaluates one file, --trace-model one model's requests of
+// a BurstGPT trace (the series is named after it, and counts that model's requests only);
+// the flags' misuse, a model the trace lacks and a trace whose requests are years apart are
+// errors.
+func TestEvalPredictors_Trace(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for s := 0; s < 1200; s += 5 {
+		if (s/60)%2 == 1 { // ChatGPT in odd minutes only
+			fmt.Fprintf(&b, "%d,ChatGPT,300,100,400,Conversation log\n", s)
+		}
+		if s%20 == 0 {
+			fmt.Fprintf(&b, "%d,GPT-4,900,200,1100,Conversation log\n", s+1)
+		}
+	}
+	path := filepath.Join(dir, "BurstGPT_test.csv")
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	years := filepath.Join(dir, "years.jsonl")
+	require.NoError(t, os.WriteFile(years, []byte("{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n{\"timestamp\": 100000000000000, \"input_length\": 10, \"output_length\": 1}\n"), 0o644))
+
+	var out, errb bytes.Buffer
+	require.NoError(t, runEvalPredictors(context.Background(), []string{"--trace", path, "--trace-model", "GPT-4", "--intervals", "60", "--json"}, &out, &errb))
+	var rep evalReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Len(t, rep.Results, len(evalPredictors))
+	for _, r := range rep.Results {
+		require.Equal(t, "BurstGPT_test.csv", r.Trace)
+		require.Equal(t, "GPT-4", r.Series)
+		require.Equal(t, 19, r.Intervals, "20 minutes of GPT-4: a forecast for every minute after the first")
+		require.InDelta(t, 0, r.MAE, 1e-9, "3 GPT-4 requests every minute: every forecast exact")
+	}
+	out.Reset()
+	require.NoError(t, runEvalPredictors(context.Background(), []string{"--trace", path, "--intervals", "60", "--json"}, &out, &errb))
+	rep = evalReport{}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Equal(t, "requests", rep.Results[0].Series, "every model's requests")
+	require.Greater(t, rep.Results[0].MAE, 1.0, "3 and 15 requests in turn: no forecast is exact")
+
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"model, no trace": {[]string{"--trace-model", "GPT-4"}, "no --trace is given"},
+		"trace and data":  {[]string{"--trace", path, "--data", dir}, "not both"},
+		"no such model":   {[]string{"--trace", path, "--trace-model", "Claude"}, `no request of model "Claude"`},
+		"years apart":     {[]string{"--trace", years, "--intervals", "60"}, "more than 200000"},
+		"missing trace":   {[]string{"--trace", filepath.Join(dir, "none.csv")}, "none.csv"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := runEvalPredictors(context.Background(), tc.args, &out, &errb)
+			require.ErrorContains(t, err, tc.want)
+			require.Empty(t, out.String())
+		})
+	}
+}
