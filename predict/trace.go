@@ -82,6 +82,14 @@ type TraceFilter struct {
 	Model string
 }
 
+// Label names a trace read with the filter: name, and the model kept (", model GPT-4").
+func (f TraceFilter) Label(name string) string {
+	if m := strings.TrimSpace(f.Model); m != "" {
+		return name + ", model " + m
+	}
+	return name
+}
+
 // MaxModelName bounds a TraceFilter's model name.
 const MaxModelName = 256
 

@@ -3,7 +3,6 @@ package scaling
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/llmplanner/planner/predict"
 )
@@ -48,9 +47,7 @@ func (p *Planner) ReadWarmup() ([]predict.Request, string, error) {
 	if len(reqs) == 0 {
 		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: no requests", path)
 	}
-	if filter.Model != "" {
-		path = fmt.Sprintf("%s (model %s)", path, strings.TrimSpace(filter.Model))
-	}
+	path = filter.Label(path)
 	if err := p.checkWarmup(reqs); err != nil {
 		return nil, "", fmt.Errorf("load_predictor_warmup_trace %s: %w", path, err)
 	}

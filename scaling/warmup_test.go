@@ -190,7 +190,7 @@ func TestPlanner_ReadWarmup(t *testing.T) {
 		{name: "years for the predictors", err: "100000 windows of 60 s at most", mutate: func(c *config.Config) {
 			c.EnableThroughputScaling, c.ThroughputAdjustmentIntervalSeconds, c.LoadPredictorWarmupTrace = true, 60, &years
 		}},
-		{name: "one model of a BurstGPT trace", read: true, requests: 50, note: "the last 490 s of " + burstGPT + " (model GPT-4) (490 s, 50 requests)", mutate: func(c *config.Config) {
+		{name: "one model of a BurstGPT trace", read: true, requests: 50, note: "the last 490 s of " + burstGPT + ", model GPT-4 (490 s, 50 requests)", mutate: func(c *config.Config) {
 			c.ScalingPolicy, c.LoadPredictorWarmupTrace, c.LoadPredictorWarmupTraceModel = config.PolicyAhead, &burstGPT, &gpt4
 		}},
 		{name: "every model of a BurstGPT trace", read: true, requests: 350, note: "(598 s, 350 requests)", mutate: func(c *config.Config) {

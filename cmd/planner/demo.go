@@ -485,10 +485,9 @@ func (d *demo) loadTrace() ([]predict.Request, string, error) {
 			return nil, "", err
 		}
 	}
-	if d.o.traceModel != "" {
-		name += ", model " + strings.TrimSpace(d.o.traceModel)
-	}
-	reqs, err := predict.ReadTraceOf(path, predict.TraceFilter{Model: d.o.traceModel})
+	filter := predict.TraceFilter{Model: d.o.traceModel}
+	name = filter.Label(name)
+	reqs, err := predict.ReadTraceOf(path, filter)
 	if err != nil {
 		return nil, "", err
 	}

@@ -47,7 +47,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
 	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA its cases are scored at (ms)")
 	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
-	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the trace cases draw from, MIN-MAX (the sinusoids and shapes draw their own rates)")
+	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; the budget stays 48 GPUs)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the cases: the same seed gives the same cases and scores")
 	fs.StringVar(&data, "data", filepath.Join("..", "shared", "data", "traces"), "folder of the shared traces")
 	fs.StringVar(&profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
@@ -60,7 +60,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "replays run at once")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: planner robustness [flags]")
-		fmt.Fprintln(stderr, "\nDraws seeded cases — a trace source, a 10–30 minute window, a 1–8× rate scale (the sinusoids")
+		fmt.Fprintln(stderr, "\nDraws seeded cases — a trace source, a 10–30 minute window, a 1–8× rate scale (--scales; the sinusoids")
 		fmt.Fprintln(stderr, "and shapes draw their own rates) — and scores each policy, the best static deployment and the")
 		fmt.Fprintln(stderr, "closed-form lower bound on every one, with the same parameters everywhere; prints the")
 		fmt.Fprintln(stderr, "distribution (min and median goodput, GPU-hours over the bound, the best static deployment and")
@@ -158,8 +158,11 @@ func parseScales(s string) (lo, hi float64, err error) {
 			hi, err = strconv.ParseFloat(strings.TrimSpace(b), 64)
 		}
 	}
-	if !ok || err != nil || !(lo > 0) || !(hi > 0) {
-		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two positive numbers (e.g. 1-8)", s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8): %w", s, err)
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8)", s)
 	}
 	return lo, hi, nil
 }

@@ -218,9 +218,10 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"model, no trace": {[]string{"--trace-model", "GPT-4"}, "--trace-model applies to the cases of --trace"},
 		"trace not listed": {[]string{"--trace", "mine.csv", "--ttft-ms", "300", "--itl-ms", "10", "--sources", "shapes"},
 			`do not list "trace"`},
-		"missing trace":   {[]string{"--trace", "no-such-trace.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "no-such-trace.csv"},
-		"bad scales":      {[]string{"--scales", "8"}, "want MIN-MAX"},
-		"scales reversed": {[]string{"--sources", "shapes", "--scales", "8-1"}, "0 < min ≤ max ≤ 100"},
+		"missing trace":      {[]string{"--trace", "no-such-trace.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "no-such-trace.csv"},
+		"bad scales":         {[]string{"--scales", "8"}, "want MIN-MAX"},
+		"scales not numbers": {[]string{"--scales", "one-two"}, "want MIN-MAX"},
+		"scales reversed":    {[]string{"--sources", "shapes", "--scales", "8-1"}, "0.01 ≤ min ≤ max ≤ 100"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

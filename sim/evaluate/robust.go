@@ -60,16 +60,21 @@ type RobustTrace struct {
 }
 
 // The rate scales a case draws from when RobustPlan.ScaleMin and ScaleMax are 0, and the
-// largest either may be.
+// range either may be in.
 const (
 	DefaultRobustScaleMin = 1
 	DefaultRobustScaleMax = 8
+	MinRobustScale        = 0.01
 	MaxRobustScale        = 100
 )
 
+// MaxRobustCaseRequests bounds the requests of one case: a busy trace at a high scale is
+// refused with an error rather than replayed for hours.
+const MaxRobustCaseRequests = 1_000_000
+
 // RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
-// minute window, a 1–8× rate scale of the traces and ServeGen's rates; the sinusoids and
-// shapes draw their own rates) on which the policies, the best static deployment and
+// minute window, a rate scale of the traces and ServeGen's rates — 1–8× unless ScaleMin and
+// ScaleMax say otherwise; the sinusoids and shapes draw their own rates) on which the policies, the best static deployment and
 // (optionally) the oracle are scored with the same parameters everywhere.
 type RobustPlan struct {
 	Cases int
@@ -87,9 +92,10 @@ type RobustPlan struct {
 	// Trace is the file SourceTrace's cases draw from; it needs SourceTrace among Sources,
 	// and SourceTrace needs it.
 	Trace *RobustTrace
-	// ScaleMin and ScaleMax bound the rate scale the trace sources' cases draw (uniformly);
-	// both 0: DefaultRobustScaleMin–DefaultRobustScaleMax. The sinusoids and shapes draw
-	// their own rates.
+	// ScaleMin and ScaleMax bound the rate scale the traces' and ServeGen's cases draw
+	// (uniformly), within MinRobustScale–MaxRobustScale; both 0:
+	// DefaultRobustScaleMin–DefaultRobustScaleMax. The sinusoids and shapes draw their own
+	// rates. The GPU budget stays 48 at any scale.
 	ScaleMin, ScaleMax float64
 	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
 	// comparisons with it are then "-").
@@ -168,9 +174,19 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The trace of the user's own is read before any case, whether or not one draws it: a
+	// missing file, a wrong format or an unknown model is an error even then.
+	var own []predict.Request
+	if rp.Trace != nil {
+		if own, err = predict.ReadTraceOf(rp.Trace.Path, predict.TraceFilter{Model: rp.Trace.Model}); err != nil {
+			return nil, fmt.Errorf("evaluate: robustness: %w", err)
+		}
+		if len(own) == 0 {
+			return nil, fmt.Errorf("evaluate: robustness: trace %s has no request", rp.Trace.Path)
+		}
+	}
 	var series []predict.RateSeries
 	var clients []predict.ClientSeries
-	var own []predict.Request // the SourceTrace file's requests, read once
 	var out []robustInput
 	for i := range rp.Cases {
 		rng := rand.New(rand.NewPCG(rp.Seed, uint64(i)))
@@ -258,14 +274,6 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 				SourceMooncakeConv: "mooncake_fast25_conversation_trace.jsonl", SourceMooncakeSynth: "mooncake_fast25_synthetic_trace.jsonl"}[src]
 			var all []predict.Request
 			if src == SourceTrace {
-				if own == nil {
-					if own, err = predict.ReadTraceOf(rp.Trace.Path, predict.TraceFilter{Model: rp.Trace.Model}); err != nil {
-						return nil, fmt.Errorf("evaluate: robustness: %w", err)
-					}
-					if len(own) == 0 {
-						return nil, fmt.Errorf("evaluate: robustness: trace %s has no request", rp.Trace.Path)
-					}
-				}
 				all, file = own, rp.Trace.label()
 			} else if all, err = load(file); err != nil {
 				return nil, err
@@ -291,6 +299,9 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		}
 		if len(in.reqs) == 0 {
 			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) has no request", i, in.detail)
+		}
+		if len(in.reqs) > MaxRobustCaseRequests {
+			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) has %d requests, more than %d: lower the rate scales", i, in.detail, len(in.reqs), MaxRobustCaseRequests)
 		}
 		in.name = fmt.Sprintf("case-%02d-%s", i, src)
 		out = append(out, in)
@@ -322,11 +333,7 @@ func (rp RobustPlan) checkTrace(sources []string) error {
 
 // label names the trace in a case's description: its file name, and the model kept.
 func (t *RobustTrace) label() string {
-	name := filepath.Base(t.Path)
-	if m := strings.TrimSpace(t.Model); m != "" {
-		name += " (model " + m + ")"
-	}
-	return name
+	return predict.TraceFilter{Model: t.Model}.Label(filepath.Base(t.Path))
 }
 
 // scales are the rate scales the cases draw from: the plan's, or the defaults when both are 0.
@@ -335,8 +342,8 @@ func (rp RobustPlan) scales() (lo, hi float64, err error) {
 	if lo == 0 && hi == 0 {
 		return DefaultRobustScaleMin, DefaultRobustScaleMax, nil
 	}
-	if !(lo > 0 && lo <= hi && hi <= MaxRobustScale) {
-		return 0, 0, fmt.Errorf("evaluate: robustness: rate scales %v–%v: want 0 < min ≤ max ≤ %d", lo, hi, MaxRobustScale)
+	if !(lo >= MinRobustScale && lo <= hi && hi <= MaxRobustScale) {
+		return 0, 0, fmt.Errorf("evaluate: robustness: rate scales %v–%v: want %v ≤ min ≤ max ≤ %d", lo, hi, MinRobustScale, MaxRobustScale)
 	}
 	return lo, hi, nil
 }

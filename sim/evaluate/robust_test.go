@@ -293,7 +293,7 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 		require.Equal(t, SourceTrace, in.source)
 		require.Equal(t, fmt.Sprintf("case-%02d-trace", i), in.name)
 		require.Equal(t, sla, in.sla, "scored at the trace's own SLA")
-		require.Contains(t, in.detail, "BurstGPT_mine.csv (model GPT-4)")
+		require.Contains(t, in.detail, "BurstGPT_mine.csv, model GPT-4 from")
 		require.GreaterOrEqual(t, in.scale, 0.5)
 		require.LessOrEqual(t, in.scale, 2.0)
 		require.NotEmpty(t, in.reqs)
@@ -318,9 +318,13 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 		"no such model":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, Model: "Claude", SLA: sla}}, "GPT-4"},
 		"missing file":             {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: filepath.Join(dir, "none.csv"), SLA: sla}}, "none.csv"},
 		"empty path":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: " ", SLA: sla}}, "path is empty"},
-		"scales reversed":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 4, ScaleMax: 2}, "0 < min ≤ max ≤ 100"},
-		"scale too large":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1, ScaleMax: 1000}, "0 < min ≤ max ≤ 100"},
-		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0 < min ≤ max ≤ 100"},
+		"scales reversed":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 4, ScaleMax: 2}, "0.01 ≤ min ≤ max ≤ 100"},
+		"scale too large":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1, ScaleMax: 1000}, "0.01 ≤ min ≤ max ≤ 100"},
+		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0.01 ≤ min ≤ max ≤ 100"},
+		"scale too small":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1e-9, ScaleMax: 1}, "0.01 ≤ min ≤ max ≤ 100"},
+		// The one case drawn is the sinusoid's: the trace is read all the same.
+		"missing file never drawn":  {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Trace: &RobustTrace{Path: filepath.Join(dir, "none.csv"), SLA: sla}}, "none.csv"},
+		"no such model never drawn": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Trace: &RobustTrace{Path: path, Model: "Claude", SLA: sla}}, "Claude"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.plan.cases()

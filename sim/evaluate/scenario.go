@@ -561,10 +561,7 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 	if len(reqs) == 0 {
 		return nil, "", fmt.Errorf("scenario %s: trace %s: no request in the window", sc.Name, path)
 	}
-	desc := filepath.Base(path)
-	if m := strings.TrimSpace(t.Model); m != "" {
-		desc += ", model " + m
-	}
+	desc := predict.TraceFilter{Model: t.Model}.Label(filepath.Base(path))
 	if t.FromSeconds > 0 || t.LengthSeconds > 0 {
 		desc += fmt.Sprintf(", window %g s + %g s", t.FromSeconds, t.LengthSeconds)
 	}
