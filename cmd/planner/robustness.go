@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmplanner/planner/sim/evaluate"
 )
@@ -34,6 +35,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		trace, model   string
 		ttft, itl      float64
 		scales         string
+		budget         int
+		startup        time.Duration
 		oracle, asJSON bool
 		static         bool
 		quiet          bool
@@ -47,7 +50,9 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
 	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA its cases are scored at (ms)")
 	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
-	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; the budget stays 48 GPUs)")
+	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; --budget does not grow with them)")
+	fs.IntVar(&budget, "budget", evaluate.DefaultRobustBudget, fmt.Sprintf("every case's GPU budget (2..%d)", evaluate.MaxRobustBudget))
+	fs.DurationVar(&startup, "startup", evaluate.DefaultRobustStartupS*time.Second, "every case's engine startup delay (0s..1h); each case is scored from its end")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the cases: the same seed gives the same cases and scores")
 	fs.StringVar(&data, "data", filepath.Join("..", "shared", "data", "traces"), "folder of the shared traces")
 	fs.StringVar(&profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
@@ -91,6 +96,9 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if rp.ScaleMin, rp.ScaleMax, err = parseScales(scales); err != nil {
 		return err
 	}
+	rp.Budget = budget
+	startS := startup.Seconds()
+	rp.StartupS = &startS
 	// An unknown source is refused by the plan before any case runs; an empty list would read
 	// as the default one.
 	if len(rp.Sources) == 0 {

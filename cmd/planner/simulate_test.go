@@ -221,6 +221,8 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"missing trace":      {[]string{"--trace", "no-such-trace.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "no-such-trace.csv"},
 		"bad scales":         {[]string{"--scales", "8"}, "want MIN-MAX"},
 		"scales not numbers": {[]string{"--scales", "one-two"}, "want MIN-MAX"},
+		"budget too small":   {[]string{"--sources", "shapes", "--budget", "1"}, "GPU budget 1: want 2..256"},
+		"startup negative":   {[]string{"--sources", "shapes", "--startup", "-1s"}, "startup -1 s: want 0..3600"},
 		"scales reversed":    {[]string{"--sources", "shapes", "--scales", "8-1"}, "0.01 ≤ min ≤ max ≤ 100"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -95,8 +95,12 @@ type RobustPlan struct {
 	// ScaleMin and ScaleMax bound the rate scale the traces' and ServeGen's cases draw
 	// (uniformly), within MinRobustScale–MaxRobustScale; both 0:
 	// DefaultRobustScaleMin–DefaultRobustScaleMax. The sinusoids and shapes draw their own
-	// rates. The GPU budget stays 48 at any scale.
+	// rates. The GPU budget (Budget) does not grow with the scale.
 	ScaleMin, ScaleMax float64
+	// Budget is every case's GPU budget (0: DefaultRobustBudget), and StartupS every case's
+	// startup delay in seconds (nil: DefaultRobustStartupS).
+	Budget   int
+	StartupS *float64
 	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
 	// comparisons with it are then "-").
 	NoStatic bool
@@ -124,8 +128,12 @@ type RobustCase struct {
 
 // RobustReport is a robustness benchmark's outcome.
 type RobustReport struct {
-	Seed  uint64       `json:"seed"`
-	Cases []RobustCase `json:"cases"`
+	Seed uint64 `json:"seed"`
+	// Budget and StartupS are every case's GPU budget and startup delay (each case is scored
+	// from the end of its first startup window).
+	Budget   int          `json:"budget"`
+	StartupS float64      `json:"startup_s"`
+	Cases    []RobustCase `json:"cases"`
 }
 
 // robustSLA is each source's SLA (the scenarios' for the shared traces, Dynamo's test SLA
@@ -138,8 +146,15 @@ var robustSLA = map[string]SLA{
 // robustMaxContext is the engines' context: longer requests are dropped, as in the scenarios.
 const robustMaxContext = 16384
 
-// robustBudget is every case's GPU budget (enough for 8× the shared traces' peaks).
-const robustBudget = 48
+// Every case's GPU budget and startup delay unless the plan sets them: 48 GPUs is enough for
+// 8× the shared traces' peaks. A plan's budget is within 2–MaxRobustBudget, its startup
+// within 0–MaxRobustStartupS.
+const (
+	DefaultRobustBudget   = 48
+	DefaultRobustStartupS = 60
+	MaxRobustBudget       = 256
+	MaxRobustStartupS     = 3600
+)
 
 // Cases draws the plan's cases (deterministic for a seed).
 func (rp RobustPlan) cases() ([]robustInput, error) {
@@ -336,6 +351,24 @@ func (t *RobustTrace) label() string {
 	return predict.TraceFilter{Model: t.Model}.Label(filepath.Base(t.Path))
 }
 
+// deployment is every case's GPU budget and startup delay: the plan's, or the defaults.
+func (rp RobustPlan) deployment() (budget int, startupS float64, err error) {
+	budget, startupS = rp.Budget, DefaultRobustStartupS
+	if budget == 0 {
+		budget = DefaultRobustBudget
+	}
+	if budget < 2 || budget > MaxRobustBudget {
+		return 0, 0, fmt.Errorf("evaluate: robustness: GPU budget %d: want 2..%d (one engine of each role at least)", budget, MaxRobustBudget)
+	}
+	if s := rp.StartupS; s != nil {
+		if !(*s >= 0 && *s <= MaxRobustStartupS) {
+			return 0, 0, fmt.Errorf("evaluate: robustness: startup %v s: want 0..%d", *s, MaxRobustStartupS)
+		}
+		startupS = *s
+	}
+	return budget, startupS, nil
+}
+
 // scales are the rate scales the cases draw from: the plan's, or the defaults when both are 0.
 func (rp RobustPlan) scales() (lo, hi float64, err error) {
 	lo, hi = rp.ScaleMin, rp.ScaleMax
@@ -461,11 +494,15 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 	if len(policies) == 0 {
 		policies = []string{PolicyAhead, PolicyDynamoSLA}
 	}
+	budget, startup, err := rp.deployment()
+	if err != nil {
+		return nil, err
+	}
 	inputs, err := rp.cases()
 	if err != nil {
 		return nil, err
 	}
-	rep := &RobustReport{Seed: rp.Seed, Cases: make([]RobustCase, len(inputs))}
+	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Cases: make([]RobustCase, len(inputs))}
 	errs := make([]error, len(inputs))
 	sem := make(chan struct{}, max(1, rp.Parallel))
 	var mu sync.Mutex
@@ -477,7 +514,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := rp.runCase(ctx, in, policies)
+			c, err := rp.runCase(ctx, in, policies, budget, startup)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Cases[i], errs[i] = c, err
@@ -495,12 +532,12 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 }
 
 // runCase scores one case (its replays one at a time: the cases run in parallel).
-func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string) (RobustCase, error) {
+func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string, budget int, startupS float64) (RobustCase, error) {
 	var specs []PolicySpec
 	for _, p := range policies {
 		specs = append(specs, PolicySpec{Name: p, Builtin: p})
 	}
-	sc, err := NewScenario(in.name, in.sla, 0.9, 60, robustBudget, specs)
+	sc, err := NewScenario(in.name, in.sla, 0.9, startupS, budget, specs)
 	if err != nil {
 		return RobustCase{}, err
 	}
@@ -612,7 +649,7 @@ func median(v []float64) float64 {
 
 // WriteMarkdown writes the benchmark: the distribution per run, then every case.
 func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
-	fmt.Fprintf(w, "Seed %d, %d cases, each scored from 60 s; budget %d GPUs; startup 60 s.\n\n", rep.Seed, len(rep.Cases), robustBudget)
+	fmt.Fprintf(w, "Seed %d, %d cases, each scored from %g s; budget %d GPUs; startup %g s.\n\n", rep.Seed, len(rep.Cases), rep.StartupS, rep.Budget, rep.StartupS)
 	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|\n", 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {
 		if v > 0 {

@@ -351,3 +351,41 @@ func TestRobustCases_DefaultScales(t *testing.T) {
 		require.Equal(t, 1+7*u.Float64(), in.scale, in.detail)
 	}
 }
+
+// TestRobustness_BudgetAndStartup: a plan's budget and startup delay are every case's (the
+// replays start that late and are scored from then; the header says so), within their bounds.
+func TestRobustness_BudgetAndStartup(t *testing.T) {
+	dir := robustData(t)
+	startup := 120.0
+	rep, err := Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: dir, Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1, Budget: 4, StartupS: &startup})
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Budget)
+	require.Equal(t, 120.0, rep.StartupS)
+	row := rep.Cases[0].Rows[0]
+	require.Equal(t, 120.0, row.StartupS)
+	var md bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "each scored from 120 s; budget 4 GPUs; startup 120 s.")
+
+	def, err := Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: dir, Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1})
+	require.NoError(t, err)
+	md.Reset()
+	require.NoError(t, def.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "each scored from 60 s; budget 48 GPUs; startup 60 s.", "the benchmark's header unchanged")
+
+	neg, long := -1.0, 7200.0
+	for name, rp := range map[string]RobustPlan{
+		"budget 1":     {Budget: 1},
+		"budget 1000":  {Budget: 1000},
+		"startup -1 s": {StartupS: &neg},
+		"startup 2 h":  {StartupS: &long},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rp.Cases, rp.Seed, rp.DataDir, rp.Profile = 1, 3, dir, profile(t)
+			_, err := Robustness(context.Background(), rp)
+			require.ErrorContains(t, err, "want ")
+		})
+	}
+}
