@@ -36,6 +36,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		ttft, itl      float64
 		scales         string
 		budget         int
+		scenarios      string
 		startup        time.Duration
 		oracle, asJSON bool
 		static         bool
@@ -60,6 +61,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.BoolVar(&oracle, "oracle", false, "also run the hindsight oracle on every case (slow)")
 	fs.BoolVar(&static, "static", true, "search the best static deployment of every case (--static=false: the policies only, faster)")
 	fs.StringVar(&out, "out", "", "also write the JSON report to this file")
+	fs.StringVar(&scenarios, "scenarios", "", "also write every case a scenario file can replay (the traces' and the sinusoids') to this folder, as <case>.yaml for planner simulate --scenario (timelines, HTML report)")
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report instead of Markdown")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "replays run at once")
@@ -108,6 +110,17 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if !evaluate.IsBuiltin(p) {
 			return fmt.Errorf("robustness: --policies: %q is not a built-in policy (%v)", p, evaluate.BuiltinPolicies)
 		}
+	}
+	if scenarios != "" {
+		written, skipped, err := rp.WriteScenarios(scenarios)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "robustness: wrote %d scenario files to %s", len(written), scenarios)
+		if len(skipped) > 0 {
+			fmt.Fprintf(stderr, " (not %s: their arrivals come from rate series a scenario file does not describe)", strings.Join(skipped, ", "))
+		}
+		fmt.Fprintln(stderr)
 	}
 	if !quiet {
 		rp.Progress = func(done, total int, c evaluate.RobustCase) {

@@ -186,9 +186,14 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	path := filepath.Join(dir, "mine.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
 	var stdout, stderr bytes.Buffer
+	scenarios := filepath.Join(dir, "scenarios")
 	err := runRobustness(context.Background(), []string{"--trace", path, "--ttft-ms", "400", "--itl-ms", "15", "--scales", "1-1.5",
-		"--cases", "2", "--policies", "ahead", "--static=false", "--json", "--quiet"}, &stdout, &stderr)
+		"--cases", "2", "--policies", "ahead", "--static=false", "--json", "--quiet", "--scenarios", scenarios}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
+	require.Contains(t, stderr.String(), "wrote 2 scenario files to "+scenarios)
+	for _, name := range []string{"case-00-trace.yaml", "case-01-trace.yaml"} {
+		require.FileExists(t, filepath.Join(scenarios, name))
+	}
 	var rep evaluate.RobustReport
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
 	require.Len(t, rep.Cases, 2)

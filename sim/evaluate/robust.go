@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/loadgen"
+	"go.yaml.in/yaml/v3"
 )
 
 // The robustness benchmark's trace sources. Each case draws one, a window and a rate scale.
@@ -225,6 +227,8 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			}
 			in.scale = 1
 			in.reqs, in.detail = reqs, fmt.Sprintf("sinusoid %.0f–%.0f req/s, period %.0f s, %.0f s, ISL 3000 OSL 300", lo, hi, period, length)
+			in.spec = &TraceSpec{Sinusoid: &SinusoidSpec{DurationSeconds: math.Round(length), MinRPS: lo, MaxRPS: hi, PeriodSeconds: period,
+				ISL: 3000, OSL: 300, Seed: rp.Seed*1000 + uint64(i)}}
 		case SourceShapes:
 			rates, detail := shapeRates(rng, length)
 			reqs, err := loadgen.FromRates(loadgen.RatesOptions{Rates: rates, StepS: shapeStepS, DurationS: math.Round(length),
@@ -289,8 +293,9 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			file := map[string]string{SourceAzureCode: "AzureLLMInferenceTrace_code_2023.csv",
 				SourceMooncakeConv: "mooncake_fast25_conversation_trace.jsonl", SourceMooncakeSynth: "mooncake_fast25_synthetic_trace.jsonl"}[src]
 			var all []predict.Request
+			path, model := filepath.Join(rp.DataDir, file), ""
 			if src == SourceTrace {
-				all, file = own, rp.Trace.label()
+				all, file, path, model = own, rp.Trace.label(), rp.Trace.Path, rp.Trace.Model
 			} else if all, err = load(file); err != nil {
 				return nil, err
 			}
@@ -312,6 +317,7 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 				reqs = append(reqs, r)
 			}
 			in.reqs, in.detail = reqs, fmt.Sprintf("%s from %.0f s, %.0f s at %.1f×", file, from, want, scale)
+			in.spec = &TraceSpec{File: path, Model: model, FromSeconds: from, LengthSeconds: want, Speedup: scale, MaxContext: robustMaxContext}
 		}
 		if len(in.reqs) == 0 {
 			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) has no request", i, in.detail)
@@ -483,6 +489,9 @@ type robustInput struct {
 	scale                float64
 	sla                  SLA
 	reqs                 []predict.Request
+	// spec is the scenario trace that gives the same requests (WriteScenarios); nil for the
+	// sources a scenario file cannot describe (shapes, ServeGen's rates and clients).
+	spec *TraceSpec
 }
 
 // Robustness runs the plan: each case through Run (policies, best static, oracle when
@@ -692,4 +701,87 @@ func (rep *RobustReport) runNames() []string {
 		out = append(out, r.Name)
 	}
 	return out
+}
+
+// scenarioFile is a case written as a scenario file (WriteScenarios): the keys it needs only.
+type scenarioFile struct {
+	Name           string         `yaml:"name"`
+	Description    string         `yaml:"description"`
+	Trace          scenarioTrace  `yaml:"trace"`
+	SLA            SLA            `yaml:"sla"`
+	GoodputTarget  float64        `yaml:"goodput_target"`
+	StartupSeconds float64        `yaml:"startup_s"`
+	MaxGPUBudget   int            `yaml:"max_gpu_budget"`
+	Policies       []scenarioRole `yaml:"policies"`
+}
+
+// scenarioTrace is TraceSpec's keys, the unset ones left out.
+type scenarioTrace struct {
+	File          string        `yaml:"file,omitempty"`
+	Model         string        `yaml:"model,omitempty"`
+	FromSeconds   float64       `yaml:"from_s,omitempty"`
+	LengthSeconds float64       `yaml:"length_s,omitempty"`
+	Speedup       float64       `yaml:"speedup,omitempty"`
+	MaxContext    int           `yaml:"max_context,omitempty"`
+	Sinusoid      *SinusoidSpec `yaml:"sinusoid,omitempty"`
+}
+
+// scenarioRole is a built-in policy of a written scenario.
+type scenarioRole struct {
+	Name    string `yaml:"name"`
+	Builtin string `yaml:"builtin"`
+}
+
+// WriteScenarios draws the plan's cases and writes each one a scenario file can replay —
+// the traces' (a window, a speedup, the 16,384-token context) and the sinusoids' — to
+// dir/<case>.yaml, with the plan's SLA, budget, startup and policies, so that `planner
+// simulate --scenario` replays it with its timelines and HTML report: the same requests
+// (trace files by absolute path), scored from the same second. It returns the files written
+// and the cases left out (shapes, ServeGen's rates and clients: their arrivals are drawn
+// from rate series no scenario key describes).
+func (rp RobustPlan) WriteScenarios(dir string) (written, skipped []string, err error) {
+	budget, startup, err := rp.deployment()
+	if err != nil {
+		return nil, nil, err
+	}
+	inputs, err := rp.cases()
+	if err != nil {
+		return nil, nil, err
+	}
+	policies := rp.Policies
+	if len(policies) == 0 {
+		policies = []string{PolicyAhead, PolicyDynamoSLA}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
+	}
+	for _, in := range inputs {
+		if in.spec == nil {
+			skipped = append(skipped, in.name)
+			continue
+		}
+		t := scenarioTrace{Model: in.spec.Model, FromSeconds: in.spec.FromSeconds, LengthSeconds: in.spec.LengthSeconds,
+			Speedup: in.spec.Speedup, MaxContext: in.spec.MaxContext, Sinusoid: in.spec.Sinusoid}
+		if in.spec.File != "" {
+			if t.File, err = filepath.Abs(in.spec.File); err != nil {
+				return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
+			}
+		}
+		f := scenarioFile{Name: in.name, Description: fmt.Sprintf("robustness seed %d, %s: %s", rp.Seed, in.name, in.detail),
+			Trace: t, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: startup, MaxGPUBudget: budget}
+		for _, p := range policies {
+			f.Policies = append(f.Policies, scenarioRole{Name: p, Builtin: p})
+		}
+		data, err := yaml.Marshal(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("evaluate: robustness: %s: %w", in.name, err)
+		}
+		path := filepath.Join(dir, in.name+".yaml")
+		head := fmt.Sprintf("# Written by planner robustness (seed %d): replay with planner simulate --scenario %s\n", rp.Seed, path)
+		if err := os.WriteFile(path, append([]byte(head), data...), 0o644); err != nil {
+			return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
+		}
+		written = append(written, path)
+	}
+	return written, skipped, nil
 }

@@ -389,3 +389,43 @@ func TestRobustness_BudgetAndStartup(t *testing.T) {
 		})
 	}
 }
+
+// TestRobustPlan_WriteScenarios: every case of a trace or a sinusoid is written as a scenario
+// file that replays the same requests at the same SLA, budget and startup with the plan's
+// policies; the shapes' cases, which no scenario key describes, are listed as left out.
+func TestRobustPlan_WriteScenarios(t *testing.T) {
+	dir := robustData(t)
+	var mc strings.Builder
+	for s := 0; s < 3000; s += 3 {
+		fmt.Fprintf(&mc, `{"timestamp": %d, "input_length": %d, "output_length": 40, "hash_ids": []}`+"\n", s*1000, 500+s%1500)
+	}
+	own := filepath.Join(t.TempDir(), "mine.jsonl")
+	require.NoError(t, os.WriteFile(own, []byte(mc.String()), 0o644))
+	startup := 90.0
+	rp := RobustPlan{Cases: 8, Seed: 5, DataDir: dir, Sources: []string{SourceAzureCode, SourceSinusoid, SourceShapes, SourceTrace},
+		Trace: &RobustTrace{Path: own, SLA: SLA{TTFTMs: 700, ITLMs: 30}}, Policies: []string{PolicyAhead}, Budget: 12, StartupS: &startup}
+	out := filepath.Join(t.TempDir(), "scenarios")
+	written, skipped, err := rp.WriteScenarios(out)
+	require.NoError(t, err)
+	require.Equal(t, []string{"case-02-shapes", "case-06-shapes"}, skipped)
+	require.Len(t, written, 6)
+	cases, err := rp.cases()
+	require.NoError(t, err)
+	for _, in := range cases {
+		if in.source == SourceShapes {
+			continue
+		}
+		path := filepath.Join(out, in.name+".yaml")
+		require.Contains(t, written, path)
+		sc, err := LoadScenario(path)
+		require.NoError(t, err, in.name)
+		require.Equal(t, in.sla, sc.SLA)
+		require.Equal(t, 90.0, sc.StartupSeconds)
+		require.Equal(t, 90.0, sc.ScoredFrom(), "scored from the same second")
+		require.Equal(t, 12, sc.MaxGPUBudget)
+		require.Equal(t, []PolicySpec{{Name: PolicyAhead, Builtin: PolicyAhead}}, sc.Policies)
+		reqs, _, err := sc.Requests(t.TempDir()) // trace files by absolute path: no data folder needed
+		require.NoError(t, err, in.name)
+		require.Equal(t, in.reqs, reqs, "%s: the scenario replays the case's requests", in.name)
+	}
+}
