@@ -585,11 +585,41 @@ type RobustSummary struct {
 }
 
 // Summaries are the report's distributions, one per run name, in row order.
-func (rep *RobustReport) Summaries() []RobustSummary {
+func (rep *RobustReport) Summaries() []RobustSummary { return summarize(rep.Cases) }
+
+// SourceSummary is the distributions of one source's cases.
+type SourceSummary struct {
+	Source string `json:"source"`
+	// Cases is how many of the report's cases drew the source.
+	Cases int `json:"cases"`
+	// Runs are the cases' distributions, one per run name, in row order.
+	Runs []RobustSummary `json:"runs"`
+}
+
+// SourceSummaries are the report's distributions per source, in the order the sources
+// first appear among the cases.
+func (rep *RobustReport) SourceSummaries() []SourceSummary {
+	var order []string
+	bySource := map[string][]RobustCase{}
+	for _, c := range rep.Cases {
+		if _, ok := bySource[c.Source]; !ok {
+			order = append(order, c.Source)
+		}
+		bySource[c.Source] = append(bySource[c.Source], c)
+	}
+	out := make([]SourceSummary, 0, len(order))
+	for _, src := range order {
+		out = append(out, SourceSummary{Source: src, Cases: len(bySource[src]), Runs: summarize(bySource[src])})
+	}
+	return out
+}
+
+// summarize is the distributions of cases, one per run name, in row order.
+func summarize(cases []RobustCase) []RobustSummary {
 	var names []string
 	type acc struct{ goodput, vsBound, vsStatic, vsSLOStatic, vsOracle []float64 }
 	accs := map[string]*acc{}
-	for _, c := range rep.Cases {
+	for _, c := range cases {
 		var static, sloStatic, oracle float64
 		for _, r := range c.Rows {
 			switch r.Kind {
@@ -671,6 +701,22 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %d of %d | %d of %d | %.2f / %.2f | %s | %s | %s |\n", s.Name, 100*s.MinGoodput,
 			100*s.MedianGoodput, s.Meets90, len(rep.Cases), s.Meets95, len(rep.Cases), s.MedianVsBound, s.MaxVsBound,
 			ratio(s.MedianVsStatic), ratio(s.MedianVsSLOStatic), ratio(s.MedianVsOracle))
+	}
+	// By source, the policies' rows only, when the cases drew more than one.
+	if sums := rep.SourceSummaries(); len(sums) > 1 {
+		fmt.Fprintf(w, "\nBy source (the policies):\n\n| source | run | cases | min goodput | median goodput | cases ≥ 95%% | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|\n", 100*DefaultSLOGoodput)
+		policies := map[string]bool{}
+		for _, r := range rep.Cases[0].Rows {
+			policies[r.Name] = r.Kind == KindPolicy
+		}
+		for _, ss := range sums {
+			for _, s := range ss.Runs {
+				if policies[s.Name] {
+					fmt.Fprintf(w, "| %s | %s | %d | %.1f%% | %.1f%% | %d of %d | %s | %s | %s |\n", ss.Source, s.Name, ss.Cases, 100*s.MinGoodput,
+						100*s.MedianGoodput, s.Meets95, ss.Cases, ratio(s.MedianVsStatic), ratio(s.MedianVsSLOStatic), ratio(s.MedianVsOracle))
+				}
+			}
+		}
 	}
 	fmt.Fprintf(w, "\n| case | trace | requests | SLA ms | bound GPU-h | best static | static at %.0f%% | %s |\n|---|---|---|---|---|---|---|%s\n", 100*DefaultSLOGoodput,
 		strings.Join(rep.runNames(), " goodput / GPU-h | ")+" goodput / GPU-h", strings.Repeat("---|", len(rep.runNames())))

@@ -429,3 +429,43 @@ func TestRobustPlan_WriteScenarios(t *testing.T) {
 		require.Equal(t, in.reqs, reqs, "%s: the scenario replays the case's requests", in.name)
 	}
 }
+
+// TestRobustReport_BySource: cases of more than one source get a table per source of the
+// policies' distributions (the static rows are their yardstick, not a run of their own); a
+// report of one source has none.
+func TestRobustReport_BySource(t *testing.T) {
+	row := func(name, kind string, goodput, gpuh float64) Row {
+		return Row{Name: name, Kind: kind, Goodput: goodput, GPUHours: gpuh}
+	}
+	c := func(name, src string, ahead, aheadH, static, staticH float64) RobustCase {
+		return RobustCase{Name: name, Source: src, LowerBoundGPUHours: 1,
+			Rows: []Row{row("ahead", KindPolicy, ahead, aheadH), row("slo-static", KindSLOStatic, static, staticH)}}
+	}
+	rep := &RobustReport{Seed: 1, Budget: 48, StartupS: 60, Cases: []RobustCase{
+		c("case-00-azure-code", SourceAzureCode, 0.90, 2, 0.96, 1),
+		c("case-01-sinusoid", SourceSinusoid, 0.99, 3, 0.97, 2),
+		c("case-02-azure-code", SourceAzureCode, 0.97, 4, 0.98, 1),
+	}}
+	sums := rep.SourceSummaries()
+	require.Len(t, sums, 2)
+	require.Equal(t, SourceAzureCode, sums[0].Source)
+	require.Equal(t, 2, sums[0].Cases)
+	require.Equal(t, "ahead", sums[0].Runs[0].Name)
+	require.Equal(t, 0.90, sums[0].Runs[0].MinGoodput)
+	require.InDelta(t, 0.935, sums[0].Runs[0].MedianGoodput, 1e-12)
+	require.Equal(t, 1, sums[0].Runs[0].Meets95)
+	require.InDelta(t, 3, sums[0].Runs[0].MedianVsSLOStatic, 1e-12, "2× and 4× the static's")
+	require.Equal(t, SourceSinusoid, sums[1].Source)
+	require.InDelta(t, 1.5, sums[1].Runs[0].MedianVsSLOStatic, 1e-12)
+
+	var md bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| azure-code | ahead | 2 | 90.0% | 93.5% | 1 of 2 | - | 3.00 | - |")
+	require.Contains(t, md.String(), "| sinusoid | ahead | 1 | 99.0% | 99.0% | 1 of 1 | - | 1.50 | - |")
+	require.NotContains(t, md.String(), "| azure-code | slo-static |", "the policies only")
+
+	rep.Cases = rep.Cases[:1]
+	md.Reset()
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.NotContains(t, md.String(), "By source", "one source: the summary says it all")
+}
