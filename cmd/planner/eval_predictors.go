@@ -105,8 +105,8 @@ func runEvalPredictors(ctx context.Context, args []string, stdout, stderr io.Wri
 	switch {
 	case set["trace-model"] && *trace == "":
 		return errors.New("eval-predictors: --trace-model selects a --trace's requests, and no --trace is given")
-	case *trace != "" && set["data"]:
-		return errors.New("eval-predictors: give --data (a folder of traces) or --trace (one file), not both")
+	case *trace != "" && (set["data"] || set["servegen"]):
+		return errors.New("eval-predictors: --trace evaluates one file: --data (a folder of traces) and --servegen (its ServeGen aggregate) do not apply")
 	case *trace != "":
 		series, err = loadEvalTrace(*trace, *traceModel, ivs)
 	default:
@@ -205,7 +205,7 @@ func loadEvalSeries(dir string, intervals []float64, serveGen bool) (series []ev
 func loadEvalTrace(path, model string, intervals []float64) ([]evalSeries, error) {
 	reqs, err := predict.ReadTraceOf(path, predict.TraceFilter{Model: model})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("eval-predictors: %w", err)
 	}
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("eval-predictors: %s has no request", path)
@@ -217,8 +217,9 @@ func loadEvalTrace(path, model string, intervals []float64) ([]evalSeries, error
 	return requestSeries(filepath.Base(path), name, reqs, intervals)
 }
 
-// maxEvalIntervals bounds a series' intervals: a trace whose requests are years apart is
-// refused, not bucketed into billions of windows (and forecast online over each).
+// maxEvalIntervals bounds a series' intervals (its span over the interval): a trace whose
+// requests are years apart is refused, not bucketed into billions of windows (and forecast
+// online over each).
 const maxEvalIntervals = 200_000
 
 // requestSeries is a request trace's count series at each interval; an error when one would
@@ -231,7 +232,7 @@ func requestSeries(trace, name string, reqs []predict.Request, intervals []float
 	}
 	for _, iv := range intervals {
 		if n := (hi - lo) / iv; len(reqs) > 0 && !(n < maxEvalIntervals) {
-			return nil, fmt.Errorf("eval-predictors: %s spans %.0f s: %.0f intervals of %v s, more than %d", trace, hi-lo, math.Ceil(n), iv, maxEvalIntervals)
+			return nil, fmt.Errorf("eval-predictors: %s spans %.0f s: %.0f intervals of %v s, %d or more", trace, hi-lo, math.Floor(n), iv, maxEvalIntervals)
 		}
 		wins := predict.Bucket(reqs, iv)
 		counts := make([]float64, len(wins))

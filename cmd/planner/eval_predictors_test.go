@@ -158,11 +158,12 @@ func TestEvalPredictors_Trace(t *testing.T) {
 		args []string
 		want string
 	}{
-		"model, no trace": {[]string{"--trace-model", "GPT-4"}, "no --trace is given"},
-		"trace and data":  {[]string{"--trace", path, "--data", dir}, "not both"},
-		"no such model":   {[]string{"--trace", path, "--trace-model", "Claude"}, `no request of model "Claude"`},
-		"years apart":     {[]string{"--trace", years, "--intervals", "60"}, "more than 200000"},
-		"missing trace":   {[]string{"--trace", filepath.Join(dir, "none.csv")}, "none.csv"},
+		"model, no trace":    {[]string{"--trace-model", "GPT-4"}, "no --trace is given"},
+		"trace and data":     {[]string{"--trace", path, "--data", dir}, "do not apply"},
+		"trace and servegen": {[]string{"--trace", path, "--servegen=false"}, "do not apply"},
+		"no such model":      {[]string{"--trace", path, "--trace-model", "Claude"}, `no request of model "Claude"`},
+		"years apart":        {[]string{"--trace", years, "--intervals", "60"}, "200000 or more"},
+		"missing trace":      {[]string{"--trace", filepath.Join(dir, "none.csv")}, "none.csv"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer

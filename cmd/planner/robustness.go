@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/llmplanner/planner/sim/evaluate"
 )
@@ -37,7 +36,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		scales         string
 		budget         int
 		scenarios      string
-		startup        time.Duration
+		startup        string
 		oracle, asJSON bool
 		static         bool
 		quiet          bool
@@ -53,7 +52,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
 	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; --budget does not grow with them)")
 	fs.IntVar(&budget, "budget", evaluate.DefaultRobustBudget, fmt.Sprintf("every case's GPU budget (2..%d)", evaluate.MaxRobustBudget))
-	fs.DurationVar(&startup, "startup", evaluate.DefaultRobustStartupS*time.Second, "every case's engine startup delay (0s..1h); each case is scored from its end")
+	fs.StringVar(&startup, "startup", fmt.Sprintf("%ds", evaluate.DefaultRobustStartupS), fmt.Sprintf("every case's engine startup delay (e.g. 2m; bare numbers are seconds; 0..%d s); each case is scored from its end", evaluate.MaxRobustStartupS))
 	fs.Uint64Var(&seed, "seed", 1, "seed of the cases: the same seed gives the same cases and scores")
 	fs.StringVar(&data, "data", filepath.Join("..", "shared", "data", "traces"), "folder of the shared traces")
 	fs.StringVar(&profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
@@ -99,8 +98,25 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	rp.Budget = budget
-	startS := startup.Seconds()
+	d, err := parseSeconds(startup)
+	if err != nil {
+		return fmt.Errorf("robustness: --startup: %w", err)
+	}
+	startS := d.Seconds()
 	rp.StartupS = &startS
+	if scenarios != "" {
+		rp.ScenarioDir = scenarios
+		if profile != "" {
+			rp.ScenarioProfileArg = " --profile " + profile
+		}
+		rp.ScenariosWritten = func(files []string, leftOut string) {
+			fmt.Fprintf(stderr, "robustness: wrote %d scenario files to %s", len(files), scenarios)
+			if leftOut != "" {
+				fmt.Fprintf(stderr, " (left out: %s cases, whose arrivals come from rate series a scenario file does not describe)", leftOut)
+			}
+			fmt.Fprintln(stderr)
+		}
+	}
 	// An unknown source is refused by the plan before any case runs; an empty list would read
 	// as the default one.
 	if len(rp.Sources) == 0 {
@@ -110,17 +126,6 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if !evaluate.IsBuiltin(p) {
 			return fmt.Errorf("robustness: --policies: %q is not a built-in policy (%v)", p, evaluate.BuiltinPolicies)
 		}
-	}
-	if scenarios != "" {
-		written, skipped, err := rp.WriteScenarios(scenarios)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "robustness: wrote %d scenario files to %s", len(written), scenarios)
-		if len(skipped) > 0 {
-			fmt.Fprintf(stderr, " (not %s: their arrivals come from rate series a scenario file does not describe)", strings.Join(skipped, ", "))
-		}
-		fmt.Fprintln(stderr)
 	}
 	if !quiet {
 		rp.Progress = func(done, total int, c evaluate.RobustCase) {

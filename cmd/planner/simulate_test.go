@@ -227,7 +227,10 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"bad scales":         {[]string{"--scales", "8"}, "want MIN-MAX"},
 		"scales not numbers": {[]string{"--scales", "one-two"}, "want MIN-MAX"},
 		"budget too small":   {[]string{"--sources", "shapes", "--budget", "1"}, "GPU budget 1: want 2..256"},
-		"startup negative":   {[]string{"--sources", "shapes", "--startup", "-1s"}, "startup -1 s: want 0..3600"},
+		"startup negative":   {[]string{"--sources", "shapes", "--startup", "-1s"}, `--startup: "-1s" is negative`},
+		"startup too long":   {[]string{"--sources", "shapes", "--startup", "10m"}, "startup 600 s: want 0..300"},
+		"startup a word":     {[]string{"--sources", "shapes", "--startup", "ninety"}, "neither a duration nor a number of seconds"},
+		"nothing to write":   {[]string{"--sources", "shapes", "--scenarios", filepath.Join(t.TempDir(), "s")}, "no case can be written"},
 		"scales reversed":    {[]string{"--sources", "shapes", "--scales", "8-1"}, "0.01 ≤ min ≤ max ≤ 100"},
 	} {
 		t.Run(name, func(t *testing.T) {

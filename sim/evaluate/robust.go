@@ -104,6 +104,14 @@ type RobustPlan struct {
 	// startup delay in seconds (nil: DefaultRobustStartupS).
 	Budget   int
 	StartupS *float64
+	// ScenarioDir, when set, is a new (or empty) folder Robustness writes every case a
+	// scenario file can replay to, as <case>.yaml for `planner simulate --scenario`, before
+	// running them; ScenarioProfileArg is appended to the replay command each file's first
+	// line gives (" --profile DIR" for a run on another profile), and ScenariosWritten, when
+	// set, is told the files written and the cases left out.
+	ScenarioDir        string
+	ScenarioProfileArg string
+	ScenariosWritten   func(files []string, leftOut string)
 	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
 	// comparisons with it are then "-").
 	NoStatic bool
@@ -137,6 +145,10 @@ type RobustReport struct {
 	Budget   int          `json:"budget"`
 	StartupS float64      `json:"startup_s"`
 	Cases    []RobustCase `json:"cases"`
+	// ScenarioFiles are the scenario files written (RobustPlan.ScenarioDir), and
+	// ScenariosLeftOut the cases no scenario file describes, counted per source.
+	ScenarioFiles    []string `json:"scenario_files,omitempty"`
+	ScenariosLeftOut string   `json:"scenarios_left_out,omitempty"`
 }
 
 // robustSLA is each source's SLA (the scenarios' for the shared traces, Dynamo's test SLA
@@ -151,12 +163,13 @@ const robustMaxContext = 16384
 
 // Every case's GPU budget and startup delay unless the plan sets them: 48 GPUs is enough for
 // 8× the shared traces' peaks. A plan's budget is within 2–MaxRobustBudget, its startup
-// within 0–MaxRobustStartupS.
+// within 0–MaxRobustStartupS (half the shortest case: each is scored from the end of its
+// startup window).
 const (
 	DefaultRobustBudget   = 48
 	DefaultRobustStartupS = 60
 	MaxRobustBudget       = 256
-	MaxRobustStartupS     = 3600
+	MaxRobustStartupS     = 300
 )
 
 // Cases draws the plan's cases (deterministic for a seed).
@@ -500,10 +513,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 	if rp.Profile == nil {
 		return nil, errors.New("evaluate: robustness: no profile")
 	}
-	policies := rp.Policies
-	if len(policies) == 0 {
-		policies = []string{PolicyAhead, PolicyDynamoSLA}
-	}
+	policies := rp.policies()
 	budget, startup, err := rp.deployment()
 	if err != nil {
 		return nil, err
@@ -513,6 +523,19 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		return nil, err
 	}
 	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Cases: make([]RobustCase, len(inputs))}
+	if rp.ScenarioDir != "" {
+		names, files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup)
+		if err != nil {
+			return nil, err
+		}
+		if rep.ScenarioFiles, err = writeScenarios(rp.ScenarioDir, rp.ScenarioProfileArg, rp.Seed, names, files, skipped); err != nil {
+			return nil, err
+		}
+		rep.ScenariosLeftOut = skippedBySource(inputs, skipped)
+		if rp.ScenariosWritten != nil {
+			rp.ScenariosWritten(rep.ScenarioFiles, rep.ScenariosLeftOut)
+		}
+	}
 	errs := make([]error, len(inputs))
 	sem := make(chan struct{}, max(1, rp.Parallel))
 	var mu sync.Mutex
@@ -539,6 +562,14 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		return nil, err
 	}
 	return rep, nil
+}
+
+// policies are the plan's built-in policies, or the default pair.
+func (rp RobustPlan) policies() []string {
+	if len(rp.Policies) == 0 {
+		return []string{PolicyAhead, PolicyDynamoSLA}
+	}
+	return rp.Policies
 }
 
 // runCase scores one case (its replays one at a time: the cases run in parallel).
@@ -778,56 +809,99 @@ type scenarioRole struct {
 	Builtin string `yaml:"builtin"`
 }
 
-// WriteScenarios draws the plan's cases and writes each one a scenario file can replay —
-// the traces' (a window, a speedup, the 16,384-token context) and the sinusoids' — to
-// dir/<case>.yaml, with the plan's SLA, budget, startup and policies, so that `planner
-// simulate --scenario` replays it with its timelines and HTML report: the same requests
-// (trace files by absolute path), scored from the same second. It returns the files written
-// and the cases left out (shapes, ServeGen's rates and clients: their arrivals are drawn
-// from rate series no scenario key describes).
-func (rp RobustPlan) WriteScenarios(dir string) (written, skipped []string, err error) {
-	budget, startup, err := rp.deployment()
-	if err != nil {
-		return nil, nil, err
-	}
-	inputs, err := rp.cases()
-	if err != nil {
-		return nil, nil, err
-	}
-	policies := rp.Policies
-	if len(policies) == 0 {
-		policies = []string{PolicyAhead, PolicyDynamoSLA}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
-	}
+// scenarioFiles builds the scenario file of every case one can replay — the traces' (a
+// window, a speedup, the 16,384-token context, the model) and the sinusoids' — with the
+// plan's SLA, budget, startup and policies: `planner simulate --scenario` replays it with its
+// timelines and HTML report, the same requests (trace files by absolute path) scored from the
+// same second. Each is validated as LoadScenario would. It returns the files' contents by
+// case name, in case order, and the cases left out (shapes, ServeGen's rates and clients:
+// their arrivals are drawn from rate series no scenario key describes).
+func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budget int, startup float64) (names []string, files map[string][]byte, skipped []string, err error) {
+	files = map[string][]byte{}
 	for _, in := range inputs {
 		if in.spec == nil {
 			skipped = append(skipped, in.name)
 			continue
 		}
-		t := scenarioTrace{Model: in.spec.Model, FromSeconds: in.spec.FromSeconds, LengthSeconds: in.spec.LengthSeconds,
-			Speedup: in.spec.Speedup, MaxContext: in.spec.MaxContext, Sinusoid: in.spec.Sinusoid}
-		if in.spec.File != "" {
-			if t.File, err = filepath.Abs(in.spec.File); err != nil {
-				return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
+		spec := *in.spec
+		if spec.File != "" {
+			if spec.File, err = filepath.Abs(spec.File); err != nil {
+				return nil, nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
 			}
 		}
-		f := scenarioFile{Name: in.name, Description: fmt.Sprintf("robustness seed %d, %s: %s", rp.Seed, in.name, in.detail),
-			Trace: t, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: startup, MaxGPUBudget: budget}
+		sc := Scenario{Name: in.name, Description: fmt.Sprintf("robustness seed %d, %s: %s", rp.Seed, in.name, in.detail),
+			Trace: spec, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: startup, MaxGPUBudget: budget}
+		f := scenarioFile{Name: sc.Name, Description: sc.Description, SLA: sc.SLA, GoodputTarget: sc.GoodputTarget,
+			StartupSeconds: startup, MaxGPUBudget: budget, Trace: scenarioTrace{File: spec.File, Model: spec.Model,
+				FromSeconds: spec.FromSeconds, LengthSeconds: spec.LengthSeconds, Speedup: spec.Speedup, MaxContext: spec.MaxContext,
+				Sinusoid: spec.Sinusoid}}
 		for _, p := range policies {
+			sc.Policies = append(sc.Policies, PolicySpec{Name: p, Builtin: p})
 			f.Policies = append(f.Policies, scenarioRole{Name: p, Builtin: p})
+		}
+		if err := sc.Validate(); err != nil {
+			return nil, nil, nil, fmt.Errorf("evaluate: robustness: scenario of %s: %w", in.name, err)
 		}
 		data, err := yaml.Marshal(f)
 		if err != nil {
-			return nil, nil, fmt.Errorf("evaluate: robustness: %s: %w", in.name, err)
+			return nil, nil, nil, fmt.Errorf("evaluate: robustness: %s: %w", in.name, err)
 		}
-		path := filepath.Join(dir, in.name+".yaml")
-		head := fmt.Sprintf("# Written by planner robustness (seed %d): replay with planner simulate --scenario %s\n", rp.Seed, path)
-		if err := os.WriteFile(path, append([]byte(head), data...), 0o644); err != nil {
-			return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
+		names = append(names, in.name)
+		files[in.name] = data
+	}
+	return names, files, skipped, nil
+}
+
+// writeScenarios writes the scenario files to dir/<case>.yaml (the folder is made; one
+// holding anything already is refused, so that files of another seed are not mixed in). An
+// error when no case can be written. Each file's first line says how to replay it (with
+// profileArg, the --profile flag the run used, if any).
+func writeScenarios(dir, profileArg string, seed uint64, names []string, files map[string][]byte, skipped []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("evaluate: robustness: no case can be written as a scenario file (%d cases of sources whose arrivals come from rate series)", len(skipped))
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("evaluate: robustness: scenario folder %s is not empty: give a new one", dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("evaluate: robustness: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("evaluate: robustness: %w", err)
+	}
+	var written []string
+	for _, name := range names {
+		path := filepath.Join(dir, name+".yaml")
+		head := fmt.Sprintf("# Written by planner robustness (seed %d): replay with planner simulate --scenario %s%s\n", seed, path, profileArg)
+		if err := os.WriteFile(path, append([]byte(head), files[name]...), 0o644); err != nil {
+			return written, fmt.Errorf("evaluate: robustness: %w", err)
 		}
 		written = append(written, path)
 	}
-	return written, skipped, nil
+	return written, nil
+}
+
+// skippedBySource says which cases were left out of the scenario files, counted per source.
+func skippedBySource(inputs []robustInput, skipped []string) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	left := map[string]bool{}
+	for _, n := range skipped {
+		left[n] = true
+	}
+	var order []string
+	count := map[string]int{}
+	for _, in := range inputs {
+		if left[in.name] {
+			if count[in.source] == 0 {
+				order = append(order, in.source)
+			}
+			count[in.source]++
+		}
+	}
+	parts := make([]string, 0, len(order))
+	for _, src := range order {
+		parts = append(parts, fmt.Sprintf("%d %s", count[src], src))
+	}
+	return strings.Join(parts, ", ")
 }

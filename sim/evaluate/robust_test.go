@@ -392,25 +392,46 @@ func TestRobustness_BudgetAndStartup(t *testing.T) {
 
 // TestRobustPlan_WriteScenarios: every case of a trace or a sinusoid is written as a scenario
 // file that replays the same requests at the same SLA, budget and startup with the plan's
-// policies; the shapes' cases, which no scenario key describes, are listed as left out.
+// policies; the shapes' cases, which no scenario key describes, are listed as left out; a
+// scenario that would not load, a folder holding files already and a plan with nothing to
+// write are errors.
 func TestRobustPlan_WriteScenarios(t *testing.T) {
 	dir := robustData(t)
-	var mc strings.Builder
-	for s := 0; s < 3000; s += 3 {
-		fmt.Fprintf(&mc, `{"timestamp": %d, "input_length": %d, "output_length": 40, "hash_ids": []}`+"\n", s*1000, 500+s%1500)
+	var bg strings.Builder // BurstGPT: ChatGPT every 2 s, GPT-4 every 3 s with other lengths
+	bg.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for s := 0; s < 3000; s++ {
+		if s%2 == 0 {
+			fmt.Fprintf(&bg, "%d,ChatGPT,%d,40,0,Conversation log\n", s, 300+s%500)
+		}
+		if s%3 == 0 {
+			fmt.Fprintf(&bg, "%d,GPT-4,%d,80,0,Conversation log\n", s, 900+s%700)
+		}
 	}
-	own := filepath.Join(t.TempDir(), "mine.jsonl")
-	require.NoError(t, os.WriteFile(own, []byte(mc.String()), 0o644))
+	own := filepath.Join(t.TempDir(), "BurstGPT_own.csv")
+	require.NoError(t, os.WriteFile(own, []byte(bg.String()), 0o644))
 	startup := 90.0
 	rp := RobustPlan{Cases: 8, Seed: 5, DataDir: dir, Sources: []string{SourceAzureCode, SourceSinusoid, SourceShapes, SourceTrace},
-		Trace: &RobustTrace{Path: own, SLA: SLA{TTFTMs: 700, ITLMs: 30}}, Policies: []string{PolicyAhead}, Budget: 12, StartupS: &startup}
+		Trace: &RobustTrace{Path: own, Model: "GPT-4", SLA: SLA{TTFTMs: 700, ITLMs: 30}}, Policies: []string{PolicyAhead}, Budget: 12, StartupS: &startup}
 	out := filepath.Join(t.TempDir(), "scenarios")
-	written, skipped, err := rp.WriteScenarios(out)
-	require.NoError(t, err)
-	require.Equal(t, []string{"case-02-shapes", "case-06-shapes"}, skipped)
-	require.Len(t, written, 6)
 	cases, err := rp.cases()
 	require.NoError(t, err)
+	names, files, skipped, err := rp.scenarioFiles(cases, rp.policies(), 12, startup)
+	require.NoError(t, err)
+	require.Equal(t, []string{"case-02-shapes", "case-06-shapes"}, skipped)
+	require.Equal(t, "2 shapes", skippedBySource(cases, skipped))
+	written, err := writeScenarios(out, " --profile p", rp.Seed, names, files, skipped)
+	require.NoError(t, err)
+	require.Len(t, written, 6)
+	head, err := os.ReadFile(written[0])
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(head), "# Written by planner robustness (seed 5): replay with planner simulate --scenario "+written[0]+" --profile p\n"))
+
+	_, err = writeScenarios(out, "", rp.Seed, names, files, skipped)
+	require.ErrorContains(t, err, "is not empty", "files of another run are not mixed in")
+	_, err = writeScenarios(filepath.Join(t.TempDir(), "none"), "", rp.Seed, nil, nil, skipped)
+	require.ErrorContains(t, err, "no case can be written")
+	_, _, _, err = rp.scenarioFiles(cases, []string{PolicyAhead, PolicyAhead}, 12, startup)
+	require.ErrorContains(t, err, "twice", "a scenario simulate would refuse is not written")
 	for _, in := range cases {
 		if in.source == SourceShapes {
 			continue
@@ -427,6 +448,12 @@ func TestRobustPlan_WriteScenarios(t *testing.T) {
 		reqs, _, err := sc.Requests(t.TempDir()) // trace files by absolute path: no data folder needed
 		require.NoError(t, err, in.name)
 		require.Equal(t, in.reqs, reqs, "%s: the scenario replays the case's requests", in.name)
+		if in.source == SourceTrace {
+			require.Equal(t, "GPT-4", sc.Trace.Model)
+			for _, r := range reqs {
+				require.Equal(t, 80, r.OutputTokens, "GPT-4's requests only")
+			}
+		}
 	}
 }
 
