@@ -46,7 +46,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through the sources")
 	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order; one listed twice is drawn twice as often (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves; "+evaluate.SourceServeGenClients+", ServeGen's clients with their measured burstiness)")
-	fs.StringVar(&trace, "trace", "", "a trace file of your own (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv): its cases are windows and rate scales of it, scored at --ttft-ms and --itl-ms (source "+evaluate.SourceTrace+"; the only one unless --sources lists others)")
+	fs.StringVar(&trace, "trace", "", "a trace file of your own (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv): its cases are windows and rate scales of it, scored at --ttft-ms and --itl-ms (source "+evaluate.SourceTrace+": the only one, unless --sources is given, which must then list it)")
 	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
 	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA its cases are scored at (ms)")
 	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
@@ -97,6 +97,9 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if rp.ScaleMin, rp.ScaleMax, err = parseScales(scales); err != nil {
 		return err
 	}
+	if budget == 0 { // the plan's "unset"; the flag's range is 2..MaxRobustBudget
+		return fmt.Errorf("robustness: --budget 0: want 2..%d", evaluate.MaxRobustBudget)
+	}
 	rp.Budget = budget
 	d, err := parseSeconds(startup)
 	if err != nil {
@@ -107,7 +110,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if scenarios != "" {
 		rp.ScenarioDir = scenarios
 		if profile != "" {
-			rp.ScenarioProfileArg = " --profile " + profile
+			rp.ScenarioProfileArg = " --profile '" + strings.ReplaceAll(profile, "'", `'\''`) + "'"
 		}
 		rp.ScenariosWritten = func(files []string, leftOut string) {
 			fmt.Fprintf(stderr, "robustness: wrote %d scenario files to %s", len(files), scenarios)
@@ -186,6 +189,9 @@ func parseScales(s string) (lo, hi float64, err error) {
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8): %w", s, err)
+	}
+	if ok && (lo <= 0 || hi <= 0) { // 0-0 would read as the plan's defaults
+		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX within %v-%d", s, evaluate.MinRobustScale, evaluate.MaxRobustScale)
 	}
 	if !ok {
 		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8)", s)

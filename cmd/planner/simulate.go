@@ -311,11 +311,18 @@ func (o simulateOptions) loadProfile() (*perf.Profile, error) {
 	return p, nil
 }
 
+// maxSeconds bounds a bare number of seconds parseSeconds reads (a year: far past any
+// startup, well within a time.Duration).
+const maxSeconds = 365 * 24 * 3600.0
+
 // parseSeconds reads a duration ("90s", "2m") or a bare number of seconds.
 func parseSeconds(s string) (time.Duration, error) {
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
 		if v < 0 {
 			return 0, fmt.Errorf("%q is negative", s)
+		}
+		if !(v <= maxSeconds) { // NaN, ∞ or past what a Duration holds
+			return 0, fmt.Errorf("%q is more than %d seconds", s, int64(maxSeconds))
 		}
 		return time.Duration(v * float64(time.Second)), nil
 	}

@@ -230,6 +230,9 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"startup negative":   {[]string{"--sources", "shapes", "--startup", "-1s"}, `--startup: "-1s" is negative`},
 		"startup too long":   {[]string{"--sources", "shapes", "--startup", "10m"}, "startup 600 s: want 0..300"},
 		"startup a word":     {[]string{"--sources", "shapes", "--startup", "ninety"}, "neither a duration nor a number of seconds"},
+		"startup infinite":   {[]string{"--sources", "shapes", "--startup", "inf"}, "more than 31536000 seconds"},
+		"budget 0":           {[]string{"--sources", "shapes", "--budget", "0"}, "--budget 0: want 2..256"},
+		"scales 0-0":         {[]string{"--sources", "shapes", "--scales", "0-0"}, "want MIN-MAX within 0.01-100"},
 		"nothing to write":   {[]string{"--sources", "shapes", "--scenarios", filepath.Join(t.TempDir(), "s")}, "no case can be written"},
 		"scales reversed":    {[]string{"--sources", "shapes", "--scales", "8-1"}, "0.01 ≤ min ≤ max ≤ 100"},
 	} {

@@ -163,8 +163,8 @@ const robustMaxContext = 16384
 
 // Every case's GPU budget and startup delay unless the plan sets them: 48 GPUs is enough for
 // 8× the shared traces' peaks. A plan's budget is within 2–MaxRobustBudget, its startup
-// within 0–MaxRobustStartupS (half the shortest case: each is scored from the end of its
-// startup window).
+// within 0–MaxRobustStartupS; each case is scored from the end of its startup window, and one
+// whose replay ends before twice the startup is an error.
 const (
 	DefaultRobustBudget   = 48
 	DefaultRobustStartupS = 60
@@ -202,6 +202,10 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		return nil, err
 	}
 	lo, hi, err := rp.scales()
+	if err != nil {
+		return nil, err
+	}
+	_, startup, err := rp.deployment()
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +338,11 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		}
 		if len(in.reqs) == 0 {
 			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) has no request", i, in.detail)
+		}
+		// A case is scored from the end of its startup window: one whose replay ends before
+		// twice that would be scored on too little (or nothing, read as 0% goodput).
+		if last := in.reqs[len(in.reqs)-1].Arrival; last < 2*startup {
+			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) replays %.0f s, less than twice the %.0f s startup it is scored after: lower the rate scales or the startup", i, in.detail, last, startup)
 		}
 		if len(in.reqs) > MaxRobustCaseRequests {
 			return nil, fmt.Errorf("evaluate: robustness: case %d (%s) has %d requests, more than %d: lower the rate scales", i, in.detail, len(in.reqs), MaxRobustCaseRequests)
@@ -502,7 +511,7 @@ type robustInput struct {
 	scale                float64
 	sla                  SLA
 	reqs                 []predict.Request
-	// spec is the scenario trace that gives the same requests (WriteScenarios); nil for the
+	// spec is the scenario trace that gives the same requests (scenarioFiles); nil for the
 	// sources a scenario file cannot describe (shapes, ServeGen's rates and clients).
 	spec *TraceSpec
 }
@@ -780,7 +789,7 @@ func (rep *RobustReport) runNames() []string {
 	return out
 }
 
-// scenarioFile is a case written as a scenario file (WriteScenarios): the keys it needs only.
+// scenarioFile is a case written as a scenario file (scenarioFiles): the keys it needs only.
 type scenarioFile struct {
 	Name           string         `yaml:"name"`
 	Description    string         `yaml:"description"`

@@ -321,6 +321,7 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 		"scales reversed":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 4, ScaleMax: 2}, "0.01 ≤ min ≤ max ≤ 100"},
 		"scale too large":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1, ScaleMax: 1000}, "0.01 ≤ min ≤ max ≤ 100"},
 		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0.01 ≤ min ≤ max ≤ 100"},
+		"too short a replay":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, SLA: sla}, ScaleMin: 100, ScaleMax: 100}, "less than twice the 60 s startup"},
 		"scale too small":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1e-9, ScaleMax: 1}, "0.01 ≤ min ≤ max ≤ 100"},
 		// The one case drawn is the sinusoid's: the trace is read all the same.
 		"missing file never drawn":  {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Trace: &RobustTrace{Path: filepath.Join(dir, "none.csv"), SLA: sla}}, "none.csv"},
@@ -390,12 +391,12 @@ func TestRobustness_BudgetAndStartup(t *testing.T) {
 	}
 }
 
-// TestRobustPlan_WriteScenarios: every case of a trace or a sinusoid is written as a scenario
+// TestRobustPlan_ScenarioFiles: every case of a trace or a sinusoid is written as a scenario
 // file that replays the same requests at the same SLA, budget and startup with the plan's
 // policies; the shapes' cases, which no scenario key describes, are listed as left out; a
 // scenario that would not load, a folder holding files already and a plan with nothing to
 // write are errors.
-func TestRobustPlan_WriteScenarios(t *testing.T) {
+func TestRobustPlan_ScenarioFiles(t *testing.T) {
 	dir := robustData(t)
 	var bg strings.Builder // BurstGPT: ChatGPT every 2 s, GPT-4 every 3 s with other lengths
 	bg.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
