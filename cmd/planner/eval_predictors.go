@@ -98,8 +98,7 @@ func runEvalPredictors(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "eval-predictors: -intervals: %v\n", err)
 		return errUsage
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := givenFlags(fs)
 	var series []evalSeries
 	var skipped []string
 	switch {

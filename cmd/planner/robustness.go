@@ -90,8 +90,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rp := evaluate.RobustPlan{Cases: cases, Seed: seed, DataDir: data, Profile: prof, Policies: splitList(policies), Sources: splitList(sources),
 		Oracle: oracle, NoStatic: !static, Parallel: parallel}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := givenFlags(fs)
 	if err := robustTrace(&rp, set, trace, model, ttft, itl); err != nil {
 		return err
 	}
@@ -182,20 +181,24 @@ func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, path, model strin
 // parseScales reads --scales, MIN-MAX (the plan checks the range).
 func parseScales(s string) (lo, hi float64, err error) {
 	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
-	if ok {
-		lo, err = strconv.ParseFloat(strings.TrimSpace(a), 64)
-		if err == nil {
-			hi, err = strconv.ParseFloat(strings.TrimSpace(b), 64)
-		}
+	if !ok {
+		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8)", s)
+	}
+	if lo, err = strconv.ParseFloat(strings.TrimSpace(a), 64); err == nil {
+		hi, err = strconv.ParseFloat(strings.TrimSpace(b), 64)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8): %w", s, err)
 	}
-	if ok && (lo <= 0 || hi <= 0) { // 0-0 would read as the plan's defaults
+	if lo <= 0 || hi <= 0 { // 0-0 would read as the plan's defaults
 		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX within %v-%d", s, evaluate.MinRobustScale, evaluate.MaxRobustScale)
 	}
-	if !ok {
-		return 0, 0, fmt.Errorf("robustness: --scales %q: want MIN-MAX, two numbers (e.g. 1-8)", s)
-	}
 	return lo, hi, nil
+}
+
+// givenFlags are the names of the flags given on the command line (set, not defaulted).
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }

@@ -533,11 +533,11 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 	}
 	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Cases: make([]RobustCase, len(inputs))}
 	if rp.ScenarioDir != "" {
-		names, files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup)
+		files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup)
 		if err != nil {
 			return nil, err
 		}
-		if rep.ScenarioFiles, err = writeScenarios(rp.ScenarioDir, rp.ScenarioProfileArg, rp.Seed, names, files, skipped); err != nil {
+		if rep.ScenarioFiles, err = writeScenarios(rp.ScenarioDir, rp.ScenarioProfileArg, rp.Seed, files, skipped); err != nil {
 			return nil, err
 		}
 		rep.ScenariosLeftOut = skippedBySource(inputs, skipped)
@@ -789,44 +789,14 @@ func (rep *RobustReport) runNames() []string {
 	return out
 }
 
-// scenarioFile is a case written as a scenario file (scenarioFiles): the keys it needs only.
-type scenarioFile struct {
-	Name           string         `yaml:"name"`
-	Description    string         `yaml:"description"`
-	Trace          scenarioTrace  `yaml:"trace"`
-	SLA            SLA            `yaml:"sla"`
-	GoodputTarget  float64        `yaml:"goodput_target"`
-	StartupSeconds float64        `yaml:"startup_s"`
-	MaxGPUBudget   int            `yaml:"max_gpu_budget"`
-	Policies       []scenarioRole `yaml:"policies"`
-}
-
-// scenarioTrace is TraceSpec's keys, the unset ones left out.
-type scenarioTrace struct {
-	File          string        `yaml:"file,omitempty"`
-	Model         string        `yaml:"model,omitempty"`
-	FromSeconds   float64       `yaml:"from_s,omitempty"`
-	LengthSeconds float64       `yaml:"length_s,omitempty"`
-	Speedup       float64       `yaml:"speedup,omitempty"`
-	MaxContext    int           `yaml:"max_context,omitempty"`
-	Sinusoid      *SinusoidSpec `yaml:"sinusoid,omitempty"`
-}
-
-// scenarioRole is a built-in policy of a written scenario.
-type scenarioRole struct {
-	Name    string `yaml:"name"`
-	Builtin string `yaml:"builtin"`
-}
-
 // scenarioFiles builds the scenario file of every case one can replay — the traces' (a
 // window, a speedup, the 16,384-token context, the model) and the sinusoids' — with the
 // plan's SLA, budget, startup and policies: `planner simulate --scenario` replays it with its
 // timelines and HTML report, the same requests (trace files by absolute path) scored from the
-// same second. Each is validated as LoadScenario would. It returns the files' contents by
-// case name, in case order, and the cases left out (shapes, ServeGen's rates and clients:
-// their arrivals are drawn from rate series no scenario key describes).
-func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budget int, startup float64) (names []string, files map[string][]byte, skipped []string, err error) {
-	files = map[string][]byte{}
+// same second. Each is validated as LoadScenario would. It returns the files, in case order,
+// and the cases left out (shapes, ServeGen's rates and clients: their arrivals are drawn from
+// rate series no scenario key describes).
+func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budget int, startup float64) (files []scenarioFile, skipped []string, err error) {
 	for _, in := range inputs {
 		if in.spec == nil {
 			skipped = append(skipped, in.name)
@@ -835,38 +805,40 @@ func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budg
 		spec := *in.spec
 		if spec.File != "" {
 			if spec.File, err = filepath.Abs(spec.File); err != nil {
-				return nil, nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
+				return nil, nil, fmt.Errorf("evaluate: robustness: %w", err)
 			}
 		}
 		sc := Scenario{Name: in.name, Description: fmt.Sprintf("robustness seed %d, %s: %s", rp.Seed, in.name, in.detail),
 			Trace: spec, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: startup, MaxGPUBudget: budget}
-		f := scenarioFile{Name: sc.Name, Description: sc.Description, SLA: sc.SLA, GoodputTarget: sc.GoodputTarget,
-			StartupSeconds: startup, MaxGPUBudget: budget, Trace: scenarioTrace{File: spec.File, Model: spec.Model,
-				FromSeconds: spec.FromSeconds, LengthSeconds: spec.LengthSeconds, Speedup: spec.Speedup, MaxContext: spec.MaxContext,
-				Sinusoid: spec.Sinusoid}}
 		for _, p := range policies {
 			sc.Policies = append(sc.Policies, PolicySpec{Name: p, Builtin: p})
-			f.Policies = append(f.Policies, scenarioRole{Name: p, Builtin: p})
 		}
+		// Validated as LoadScenario will, and written with the defaults that filled in
+		// (mode, router, slo_goodput, …): what the case ran with.
 		if err := sc.Validate(); err != nil {
-			return nil, nil, nil, fmt.Errorf("evaluate: robustness: scenario of %s: %w", in.name, err)
+			return nil, nil, fmt.Errorf("evaluate: robustness: scenario of %s: %w", in.name, err)
 		}
-		data, err := yaml.Marshal(f)
+		data, err := yaml.Marshal(&sc)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("evaluate: robustness: %s: %w", in.name, err)
+			return nil, nil, fmt.Errorf("evaluate: robustness: %s: %w", in.name, err)
 		}
-		names = append(names, in.name)
-		files[in.name] = data
+		files = append(files, scenarioFile{name: in.name, data: data})
 	}
-	return names, files, skipped, nil
+	return files, skipped, nil
+}
+
+// scenarioFile is one case's scenario file: the case's name and the file's YAML.
+type scenarioFile struct {
+	name string
+	data []byte
 }
 
 // writeScenarios writes the scenario files to dir/<case>.yaml (the folder is made; one
 // holding anything already is refused, so that files of another seed are not mixed in). An
 // error when no case can be written. Each file's first line says how to replay it (with
 // profileArg, the --profile flag the run used, if any).
-func writeScenarios(dir, profileArg string, seed uint64, names []string, files map[string][]byte, skipped []string) ([]string, error) {
-	if len(names) == 0 {
+func writeScenarios(dir, profileArg string, seed uint64, files []scenarioFile, skipped []string) ([]string, error) {
+	if len(files) == 0 {
 		return nil, fmt.Errorf("evaluate: robustness: no case can be written as a scenario file (%d cases of sources whose arrivals come from rate series)", len(skipped))
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
@@ -878,10 +850,10 @@ func writeScenarios(dir, profileArg string, seed uint64, names []string, files m
 		return nil, fmt.Errorf("evaluate: robustness: %w", err)
 	}
 	var written []string
-	for _, name := range names {
-		path := filepath.Join(dir, name+".yaml")
+	for _, f := range files {
+		path := filepath.Join(dir, f.name+".yaml")
 		head := fmt.Sprintf("# Written by planner robustness (seed %d): replay with planner simulate --scenario %s%s\n", seed, path, profileArg)
-		if err := os.WriteFile(path, append([]byte(head), files[name]...), 0o644); err != nil {
+		if err := os.WriteFile(path, append([]byte(head), f.data...), 0o644); err != nil {
 			return written, fmt.Errorf("evaluate: robustness: %w", err)
 		}
 		written = append(written, path)

@@ -35,7 +35,7 @@ var ErrInvalidScenario = errors.New("invalid scenario")
 type Scenario struct {
 	// Name identifies the scenario in tables; Description says what it is.
 	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
+	Description string `yaml:"description,omitempty"`
 	// Mode is the deployment shape every run simulates: disagg (a prefill and a decode pool,
 	// the default) or agg (one pool of aggregated engines, Dynamo's single decode
 	// component). It is set on every policy's configuration.
@@ -61,32 +61,32 @@ type Scenario struct {
 	// MaxGPUBudget caps every policy's GPUs (and bounds the oracle's search).
 	MaxGPUBudget int `yaml:"max_gpu_budget"`
 	// OracleIntervalSeconds is the oracle's decision interval (default 60).
-	OracleIntervalSeconds float64 `yaml:"oracle_interval_s"`
+	OracleIntervalSeconds float64 `yaml:"oracle_interval_s,omitempty"`
 	// Policies are the planner configurations compared (default: the built-in ones).
-	Policies []PolicySpec `yaml:"policies"`
+	Policies []PolicySpec `yaml:"policies,omitempty"`
 	// Static are fixed deployments scored beside the best one the search finds, each
 	// [prefill, decode] engines (agg: [engines]).
-	Static [][]int `yaml:"static"`
+	Static [][]int `yaml:"static,omitempty"`
 	// Initial is the deployment every policy starts from, [prefill, decode] engines (agg:
 	// [engines]); empty: the smallest static deployment serving the first
 	// StartWindowSeconds of the trace at the goodput target.
-	Initial []int `yaml:"initial"`
+	Initial []int `yaml:"initial,omitempty"`
 	// ScoredFromSeconds is when scoring starts (nil: StartupSeconds, the end of the first
 	// startup window). 0 scores every request, as a benchmark client does.
-	ScoredFromSeconds *float64 `yaml:"scored_from_s"`
+	ScoredFromSeconds *float64 `yaml:"scored_from_s,omitempty"`
 	// Engine overrides the simulated engines' settings (every run's, the oracle's and the
 	// static deployments'); unset fields keep the mocker defaults of sim/engine.
-	Engine EngineSpec `yaml:"engine"`
+	Engine EngineSpec `yaml:"engine,omitempty"`
 	// Published is a published result the scenario reproduces, rendered beside the
 	// simulated one (nil: none).
-	Published *Published `yaml:"published"`
+	Published *Published `yaml:"published,omitempty"`
 	// Router is how the frontend routes requests in every replay of the scenario:
 	// least_loaded (the default), round_robin or kv (the engine holding the most of the
 	// request's prompt blocks, ties by load), as Dynamo's router modes.
 	Router router.Mode `yaml:"router"`
 	// PrefixCache turns on the prefill and aggregated engines' prefix cache of the trace's hash ids
 	// (Mooncake traces; other traces have none, so it changes nothing there).
-	PrefixCache bool `yaml:"prefix_cache"`
+	PrefixCache bool `yaml:"prefix_cache,omitempty"`
 
 	dir       string // the scenario file's folder: relative trace paths start there
 	generated bool   // the requests come from the caller (robustness cases), not Trace
@@ -241,20 +241,20 @@ type SLA struct {
 type TraceSpec struct {
 	// File is a Mooncake JSONL, Azure CSV or BurstGPT CSV trace; a relative path is looked
 	// up in the data folder given to Requests, then next to the scenario file.
-	File string `yaml:"file"`
+	File string `yaml:"file,omitempty"`
 	// FromSeconds and LengthSeconds cut a window of the file (0 length: to the end).
-	FromSeconds   float64 `yaml:"from_s"`
-	LengthSeconds float64 `yaml:"length_s"`
+	FromSeconds   float64 `yaml:"from_s,omitempty"`
+	LengthSeconds float64 `yaml:"length_s,omitempty"`
 	// Speedup divides the arrival times (default 1).
-	Speedup float64 `yaml:"speedup"`
+	Speedup float64 `yaml:"speedup,omitempty"`
 	// MaxContext drops the requests whose ISL + OSL exceed it (0: keep all), as an engine
 	// with that max model length would refuse them.
-	MaxContext int `yaml:"max_context"`
+	MaxContext int `yaml:"max_context,omitempty"`
 	// Model keeps one model's requests of a BurstGPT trace (its Model column: ChatGPT or
 	// GPT-4); empty: every model's. An error with any other format (predict.TraceFilter).
-	Model string `yaml:"model"`
+	Model string `yaml:"model,omitempty"`
 	// Sinusoid generates Dynamo's sin_synth load instead of reading a file.
-	Sinusoid *SinusoidSpec `yaml:"sinusoid"`
+	Sinusoid *SinusoidSpec `yaml:"sinusoid,omitempty"`
 }
 
 // SinusoidSpec is Dynamo's sinusoidal load (benchmarks/sin_load_generator).
@@ -272,10 +272,10 @@ type SinusoidSpec struct {
 // keys as a planner config file) applied on top of Dynamo's defaults.
 type PolicySpec struct {
 	Name    string `yaml:"name"`
-	Builtin string `yaml:"builtin"`
-	Config  string `yaml:"config"`
+	Builtin string `yaml:"builtin,omitempty"`
+	Config  string `yaml:"config,omitempty"`
 	// File is a planner config file (relative to the scenario file), instead of Config.
-	File string `yaml:"file"`
+	File string `yaml:"file,omitempty"`
 }
 
 // Built-in policy names.
