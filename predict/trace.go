@@ -128,41 +128,81 @@ func ReadTraceOf(path string, filter TraceFilter) ([]Request, error) {
 		return nil, fmt.Errorf("predict: read trace %s: %w", path, err)
 	}
 	filter.Model = strings.TrimSpace(filter.Model)
-	r, err := openData(path)
+	f, br, format, err := openTrace(path)
 	if err != nil {
-		return nil, fmt.Errorf("predict: read trace: %w", err)
+		return nil, err
 	}
-	defer r.Close()
-	br := bufio.NewReaderSize(r, 1<<16)
-	if bom, _ := br.Peek(len(byteOrderMark)); bytes.Equal(bom, byteOrderMark) {
-		_, _ = br.Discard(len(byteOrderMark)) // peeked: it cannot fail
-	}
-	head, _ := br.Peek(br.Size()) // the format is read from the first 64 KiB
-	head = bytes.TrimLeft(head, " \t\r\n")
+	defer f.Close()
 	var reqs []Request
-	switch {
-	case len(head) == 0 && filter.Model != "":
-		return nil, noRequestOf(path, filter.Model, "the trace has no requests")
-	case len(head) == 0:
+	switch format {
+	case "":
+		if filter.Model != "" {
+			return nil, noRequestOf(path, filter.Model, "the trace has no requests")
+		}
 		return nil, nil
-	case head[0] == '{':
+	case FormatMooncake:
 		if err = filter.modelless(path, "a Mooncake"); err == nil {
 			reqs, err = readMooncake(path, br)
 		}
-	case bytes.HasPrefix(head, []byte(strings.Join(azureHeader, ","))):
+	case FormatAzure:
 		if err = filter.modelless(path, "an Azure"); err == nil {
 			reqs, err = readAzure(path, br)
 		}
-	case burstGPTColumns(head) != nil:
+	case FormatBurstGPT:
 		reqs, err = readBurstGPT(path, br, filter.Model)
-	default:
-		return nil, fmt.Errorf("predict: read trace %s: %w (want Mooncake JSONL, an Azure CSV with header %s, or a BurstGPT CSV with the columns %s)",
-			path, ErrUnknownTraceFormat, strings.Join(azureHeader, ","), strings.Join(burstGPTHeader, ", "))
 	}
 	if err != nil {
 		return nil, err
 	}
 	return relative(reqs), nil
+}
+
+// The request-trace formats ReadTraceOf reads (TraceFormat).
+const (
+	FormatMooncake = "Mooncake JSONL"
+	FormatAzure    = "Azure CSV"
+	FormatBurstGPT = "BurstGPT CSV"
+)
+
+// TraceFormat is the format of the request trace at path (FormatMooncake, FormatAzure or
+// FormatBurstGPT; "" for an empty file), read from its first 64 KiB as ReadTraceOf reads it,
+// without reading the rest: a file of another format is an error wrapping
+// ErrUnknownTraceFormat.
+func TraceFormat(path string) (string, error) {
+	f, _, format, err := openTrace(path)
+	if err != nil {
+		return "", err
+	}
+	return format, f.Close()
+}
+
+// openTrace opens the trace at path and reads its format from its first 64 KiB (past a
+// byte-order mark and leading blanks): the reader is at the start of its text. A format
+// ReadTraceOf does not read is an error wrapping ErrUnknownTraceFormat.
+func openTrace(path string) (io.Closer, *bufio.Reader, string, error) {
+	r, err := openData(path)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("predict: read trace: %w", err)
+	}
+	br := bufio.NewReaderSize(r, 1<<16)
+	if bom, _ := br.Peek(len(byteOrderMark)); bytes.Equal(bom, byteOrderMark) {
+		_, _ = br.Discard(len(byteOrderMark)) // peeked: it cannot fail
+	}
+	head, _ := br.Peek(br.Size())
+	head = bytes.TrimLeft(head, " \t\r\n")
+	switch {
+	case len(head) == 0:
+		return r, br, "", nil
+	case head[0] == '{':
+		return r, br, FormatMooncake, nil
+	case bytes.HasPrefix(head, []byte(strings.Join(azureHeader, ","))):
+		return r, br, FormatAzure, nil
+	case burstGPTColumns(head) != nil:
+		return r, br, FormatBurstGPT, nil
+	}
+	r.Close()
+	return nil, nil, "", fmt.Errorf("predict: read trace %s: %w (want Mooncake JSONL, an Azure CSV with header %s, or a BurstGPT CSV with the columns %s)",
+		path, ErrUnknownTraceFormat, strings.Join(azureHeader, ","), strings.Join(burstGPTHeader, ", "))
 }
 
 // openData opens a data file, decompressing it when its name ends in .gz.

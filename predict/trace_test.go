@@ -201,6 +201,25 @@ func TestReadTraceErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnknownTraceFormat)
 }
 
+// TestTraceFormat: a trace's format is read from its head, as ReadTrace reads it, without
+// its rows being checked; another file is ErrUnknownTraceFormat.
+func TestTraceFormat(t *testing.T) {
+	for _, tc := range []struct{ file, content, want string }{
+		{"a.jsonl", "\ufeff  {\"timestamp\": \"not read\"}\n", FormatMooncake},
+		{"b.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\nbad row\n", FormatAzure},
+		{"c.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n", FormatBurstGPT},
+		{"d.csv", " \n", ""},
+	} {
+		got, err := TraceFormat(writeFile(t, tc.file, tc.content))
+		require.NoError(t, err, tc.file)
+		require.Equal(t, tc.want, got, tc.file)
+	}
+	_, err := TraceFormat(writeFile(t, "e.csv", "window,model,count\n"))
+	require.ErrorIs(t, err, ErrUnknownTraceFormat)
+	_, err = TraceFormat(filepath.Join(t.TempDir(), "missing.csv"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
 func TestBucket(t *testing.T) {
 	reqs := []Request{
 		{Arrival: 0, InputTokens: 100, OutputTokens: 10},

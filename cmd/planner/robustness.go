@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/evaluate"
 )
 
@@ -31,7 +33,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		data, profile  string
 		out, policies  string
 		sources        string
-		trace, model   string
+		traces         []string
+		model          string
 		ttft, itl      float64
 		scales         string
 		budget         int
@@ -46,8 +49,11 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through the sources")
 	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order; one listed twice is drawn twice as often (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves; "+evaluate.SourceServeGenClients+", ServeGen's clients with their measured burstiness; "+evaluate.SourceTrace+", the --trace file's)")
-	fs.StringVar(&trace, "trace", "", "a trace file of your own (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv): its cases are windows and rate scales of it, scored at --ttft-ms and --itl-ms (source "+evaluate.SourceTrace+": the only one, unless --sources is given, which must then list it)")
-	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of a BurstGPT trace (its Model column, e.g. GPT-4)")
+	fs.Func("trace", fmt.Sprintf("a trace file of your own (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv[.gz]), or a folder of them (its %s files); repeat it for several (at most %d files): its cases are windows and rate scales of it, the files drawn in turn, scored at --ttft-ms and --itl-ms (source %s: the only one, unless --sources is given, which must then list it)", strings.Join(traceSuffixes, ", "), evaluate.MaxRobustTraces, evaluate.SourceTrace), func(v string) error {
+		traces = append(traces, v)
+		return nil
+	})
+	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of every trace, each then a BurstGPT file (its Model column, e.g. GPT-4)")
 	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA its cases are scored at (ms)")
 	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
 	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; --budget does not grow with them)")
@@ -71,7 +77,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "closed-form lower bound on every one, with the same parameters everywhere; prints the")
 		fmt.Fprintln(stderr, "distribution (min and median goodput, GPU-hours over the bound, the best static deployment and")
 		fmt.Fprintln(stderr, "the oracle), the policies' distribution per source when there are several, and every case. With")
-		fmt.Fprintln(stderr, "--trace, the cases are drawn from a trace of your own; --scenarios writes them as scenario files.")
+		fmt.Fprintln(stderr, "--trace, the cases are drawn from traces of your own; --scenarios writes them as scenario files.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -91,7 +97,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	rp := evaluate.RobustPlan{Cases: cases, Seed: seed, DataDir: data, Profile: prof, Policies: splitList(policies), Sources: splitList(sources),
 		Oracle: oracle, NoStatic: !static, Parallel: parallel}
 	set := givenFlags(fs)
-	if err := robustTrace(&rp, set, trace, model, ttft, itl); err != nil {
+	if err := robustTrace(&rp, set, traces, model, ttft, itl, stderr); err != nil {
 		return err
 	}
 	if rp.ScaleMin, rp.ScaleMax, err = parseScales(scales); err != nil {
@@ -156,11 +162,12 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return rep.WriteMarkdown(stdout)
 }
 
-// robustTrace sets the plan's own trace from the --trace flags (set: the flags given): the
-// trace source alone unless --sources was given, and --trace-model, --ttft-ms and --itl-ms
-// only with --trace, the SLA flags required with it.
-func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, path, model string, ttft, itl float64) error {
-	if path == "" {
+// robustTrace sets the plan's own traces from the --trace flags (set: the flags given; paths:
+// the --trace values, files or folders, whose files of another format it reports to stderr
+// as left out): the trace source alone unless --sources was given, and --trace-model,
+// --ttft-ms and --itl-ms only with --trace, the SLA flags required with it.
+func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, paths []string, model string, ttft, itl float64, stderr io.Writer) error {
+	if len(paths) == 0 {
 		for _, f := range []string{"trace-model", "ttft-ms", "itl-ms"} {
 			if set[f] {
 				return fmt.Errorf("robustness: --%s applies to the cases of --trace, and no --trace is given", f)
@@ -174,8 +181,60 @@ func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, path, model strin
 	if !set["sources"] {
 		rp.Sources = []string{evaluate.SourceTrace}
 	}
-	rp.Trace = &evaluate.RobustTrace{Path: path, Model: model, SLA: evaluate.SLA{TTFTMs: ttft, ITLMs: itl}}
+	for _, p := range paths {
+		files, leftOut, err := traceFiles(p)
+		if err != nil {
+			return err
+		}
+		if len(leftOut) > 0 {
+			fmt.Fprintf(stderr, "robustness: --trace %s: left out %s (not a request trace)\n", p, strings.Join(leftOut, ", "))
+		}
+		for _, f := range files {
+			if len(rp.Traces) == evaluate.MaxRobustTraces {
+				return fmt.Errorf("robustness: --trace: more than %d trace files", evaluate.MaxRobustTraces)
+			}
+			rp.Traces = append(rp.Traces, evaluate.RobustTrace{Path: f, Model: model, SLA: evaluate.SLA{TTFTMs: ttft, ITLMs: itl}})
+		}
+	}
 	return nil
+}
+
+// traceSuffixes are the file names a --trace folder's traces have.
+var traceSuffixes = []string{".jsonl", ".jsonl.gz", ".csv", ".csv.gz"}
+
+// traceFiles is a --trace value's files: the file itself, or a folder's request traces —
+// its files named with a traceSuffixes ending, sorted by name, not its subfolders' — with
+// the names of those of another format (predict.TraceFormat: a ServeGen rate file, say) left
+// out; a folder without a trace is an error. A file that cannot be read is left to the plan,
+// which reads every trace and names the one that fails.
+func traceFiles(path string) (files, leftOut []string, err error) {
+	if strings.TrimSpace(path) == "" {
+		return nil, nil, errors.New("robustness: --trace: an empty path")
+	}
+	info, err := os.Stat(path)
+	if err != nil || !info.IsDir() {
+		return []string{path}, nil, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("robustness: --trace: %w", err)
+	}
+	for _, e := range entries { // os.ReadDir sorts by name
+		name := e.Name()
+		if e.IsDir() || !slices.ContainsFunc(traceSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
+			continue
+		}
+		file := filepath.Join(path, name)
+		if _, err := predict.TraceFormat(file); errors.Is(err, predict.ErrUnknownTraceFormat) {
+			leftOut = append(leftOut, name)
+			continue
+		}
+		files = append(files, file)
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("robustness: --trace %s: a folder with no request trace (%s files of a trace format)", path, strings.Join(traceSuffixes, ", "))
+	}
+	return files, leftOut, nil
 }
 
 // parseScales reads --scales, MIN-MAX (the plan checks the range).

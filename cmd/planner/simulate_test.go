@@ -206,6 +206,26 @@ func TestRobustness_OwnTrace(t *testing.T) {
 		require.Len(t, c.Rows, 1)
 		require.Positive(t, c.Rows[0].Goodput)
 	}
+
+	// A folder of traces and a file beside it: the trace files drawn in turn (the folder's
+	// by name, other files left out), each with its own row in the per-source table.
+	folder := filepath.Join(dir, "fleet")
+	require.NoError(t, os.MkdirAll(filepath.Join(folder, "nested.csv"), 0o755))
+	for _, name := range []string{"a.jsonl", "b.jsonl"} {
+		require.NoError(t, os.WriteFile(filepath.Join(folder, name), []byte(b.String()), 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(folder, "README.md"), []byte("not a trace"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(folder, "rates.csv"), []byte("window,count\n0,5\n"), 0o644))
+	stdout.Reset()
+	stderr.Reset()
+	err = runRobustness(context.Background(), []string{"--trace", folder, "--trace", path, "--ttft-ms", "400", "--itl-ms", "15", "--scales", "1-1.5",
+		"--cases", "3", "--policies", "ahead", "--static=false", "--quiet"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	for _, want := range []string{"| trace: a.jsonl | ahead | 1 |", "| trace: b.jsonl | ahead | 1 |", "| trace: mine.jsonl | ahead | 1 |",
+		"| case-00-trace | a.jsonl from", "| case-01-trace | b.jsonl from", "| case-02-trace | mine.jsonl from"} {
+		require.Contains(t, stdout.String(), want)
+	}
+	require.Contains(t, stderr.String(), "--trace "+folder+": left out rates.csv (not a request trace)")
 }
 
 // TestRobustness_FlagErrors: a bad --sources or --policies is refused before any case runs.
@@ -224,6 +244,9 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"trace not listed": {[]string{"--trace", "mine.csv", "--ttft-ms", "300", "--itl-ms", "10", "--sources", "shapes"},
 			`do not list "trace"`},
 		"missing trace":      {[]string{"--trace", "no-such-trace.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "no-such-trace.csv"},
+		"empty trace folder": {[]string{"--trace", t.TempDir(), "--ttft-ms", "300", "--itl-ms", "10"}, "a folder with no request trace (.jsonl, .jsonl.gz, .csv, .csv.gz files"},
+		"empty trace path":   {[]string{"--trace", " ", "--ttft-ms", "300", "--itl-ms", "10"}, "--trace: an empty path"},
+		"a trace twice":      {[]string{"--trace", "x/mine.csv", "--trace", "y/mine.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "two traces are named mine.csv"},
 		"bad scales":         {[]string{"--scales", "8"}, "want MIN-MAX"},
 		"scales not numbers": {[]string{"--scales", "one-two"}, "want MIN-MAX"},
 		"budget too small":   {[]string{"--sources", "shapes", "--budget", "1"}, "GPU budget 1: want 2..256"},

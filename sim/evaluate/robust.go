@@ -37,9 +37,9 @@ const (
 	// than the Poisson arrivals of SourceServeGen, on the same windows: not in the default
 	// cycle, asked for with RobustPlan.Sources.
 	SourceServeGenClients = "servegen-clients"
-	// SourceTrace is a trace file of the user's own (RobustPlan.Trace), drawn as the shared
-	// traces are — a window and a rate scale per case — and scored at its own SLA: how the
-	// policies do on traffic the project does not ship. Not in the default cycle.
+	// SourceTrace is the trace files of the user's own (RobustPlan.Traces), drawn as the
+	// shared traces are — a window and a rate scale per case — and scored at their own SLA:
+	// how the policies do on traffic the project does not ship. Not in the default cycle.
 	SourceTrace = "trace"
 )
 
@@ -49,7 +49,7 @@ var RobustSources = []string{SourceAzureCode, SourceMooncakeConv, SourceMooncake
 // AllRobustSources are every source a plan may cycle through.
 var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes, SourceServeGenClients, SourceTrace)
 
-// RobustTrace is the trace file SourceTrace's cases draw from, and the SLA they are scored at.
+// RobustTrace is a trace file SourceTrace's cases draw from, and the SLA they are scored at.
 type RobustTrace struct {
 	// Path is a Mooncake JSONL, Azure CSV or BurstGPT CSV trace (predict.ReadTraceOf), read
 	// as given (not from RobustPlan.DataDir).
@@ -69,6 +69,9 @@ const (
 	MinRobustScale        = 0.01
 	MaxRobustScale        = 100
 )
+
+// MaxRobustTraces bounds a plan's trace files (each is read whole before any case runs).
+const MaxRobustTraces = 64
 
 // MaxRobustCaseRequests bounds the requests of one case: a busy trace at a high scale is
 // refused with an error rather than replayed for hours.
@@ -92,9 +95,10 @@ type RobustPlan struct {
 	Sources []string
 	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
 	Oracle bool
-	// Trace is the file SourceTrace's cases draw from; it needs SourceTrace among Sources,
-	// and SourceTrace needs it.
-	Trace *RobustTrace
+	// Traces are the files SourceTrace's cases draw from, in turn: the source's n-th case
+	// draws Traces[n mod len(Traces)]. At most MaxRobustTraces, no two of the same file name and model;
+	// they need SourceTrace among Sources, and SourceTrace needs them.
+	Traces []RobustTrace
 	// ScaleMin and ScaleMax bound the rate scale the traces' and ServeGen's cases draw
 	// (uniformly), within MinRobustScale–MaxRobustScale; both 0:
 	// DefaultRobustScaleMin–DefaultRobustScaleMax. The sinusoids and shapes draw their own
@@ -122,8 +126,10 @@ type RobustPlan struct {
 
 // RobustCase is one case's description and scores.
 type RobustCase struct {
-	Name     string  `json:"name"`
-	Source   string  `json:"source"`
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	// Trace names the trace file (and model) of a SourceTrace case.
+	Trace    string  `json:"trace,omitempty"`
 	Detail   string  `json:"detail"`
 	Scale    float64 `json:"scale"`
 	Requests int     `json:"requests"`
@@ -209,17 +215,18 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The trace of the user's own is read before any case, whether or not one draws it: a
-	// missing file, a wrong format or an unknown model is an error even then.
-	var own []predict.Request
-	if rp.Trace != nil {
-		if own, err = predict.ReadTraceOf(rp.Trace.Path, predict.TraceFilter{Model: rp.Trace.Model}); err != nil {
+	// The traces of the user's own are read before any case, whether or not one draws them:
+	// a missing file, a wrong format or an unknown model is an error even then.
+	own := make([][]predict.Request, len(rp.Traces))
+	for k, t := range rp.Traces {
+		if own[k], err = predict.ReadTraceOf(t.Path, predict.TraceFilter{Model: t.Model}); err != nil {
 			return nil, fmt.Errorf("evaluate: robustness: %w", err)
 		}
-		if len(own) == 0 {
-			return nil, fmt.Errorf("evaluate: robustness: trace %s has no request", rp.Trace.Path)
+		if len(own[k]) == 0 {
+			return nil, fmt.Errorf("evaluate: robustness: trace %s has no request", t.Path)
 		}
 	}
+	traceCases := 0 // the SourceTrace cases drawn so far
 	var series []predict.RateSeries
 	var clients []predict.ClientSeries
 	var out []robustInput
@@ -229,8 +236,13 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		length := 600 + 1200*rng.Float64() // 10–30 minutes replayed
 		scale := lo + (hi-lo)*rng.Float64()
 		in := robustInput{source: src, sla: robustSLA[src], scale: scale}
+		var own1 []predict.Request
+		var trace RobustTrace
 		if src == SourceTrace {
-			in.sla = rp.Trace.SLA
+			k := traceCases % len(rp.Traces)
+			traceCases++
+			trace, own1 = rp.Traces[k], own[k]
+			in.sla, in.trace = trace.SLA, trace.label()
 		}
 		switch src {
 		case SourceSinusoid:
@@ -312,7 +324,7 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			var all []predict.Request
 			path, model := filepath.Join(rp.DataDir, file), ""
 			if src == SourceTrace {
-				all, file, path, model = own, rp.Trace.label(), rp.Trace.Path, rp.Trace.Model
+				all, file, path, model = own1, in.trace, trace.Path, trace.Model
 			} else if all, err = load(file); err != nil {
 				return nil, err
 			}
@@ -353,30 +365,42 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 	return out, nil
 }
 
-// checkTrace checks that the plan's trace and SourceTrace come together, and the trace's
-// model and SLA.
+// checkTrace checks that the plan's traces and SourceTrace come together, their number, and
+// each trace's path, model and SLA.
 func (rp RobustPlan) checkTrace(sources []string) error {
 	listed := slices.Contains(sources, SourceTrace)
-	switch t := rp.Trace; {
-	case t == nil && listed:
+	switch n := len(rp.Traces); {
+	case n == 0 && listed:
 		return fmt.Errorf("evaluate: robustness: source %q needs a trace file (--trace)", SourceTrace)
-	case t == nil:
+	case n == 0:
 		return nil
 	case !listed:
-		return fmt.Errorf("evaluate: robustness: a trace file (%s) is given, but the sources (%s) do not list %q", t.Path, strings.Join(sources, ", "), SourceTrace)
-	case strings.TrimSpace(t.Path) == "":
-		return errors.New("evaluate: robustness: the trace file's path is empty")
-	case !(t.SLA.TTFTMs > 0 && t.SLA.TTFTMs <= config.MaxLatencyMs) || !(t.SLA.ITLMs > 0 && t.SLA.ITLMs <= config.MaxLatencyMs):
-		return fmt.Errorf("evaluate: robustness: trace %s: SLA TTFT %v ms, ITL %v ms: each must be > 0 and at most %d ms", t.Path, t.SLA.TTFTMs, t.SLA.ITLMs, config.MaxLatencyMs)
+		return fmt.Errorf("evaluate: robustness: a trace file (%s) is given, but the sources (%s) do not list %q", rp.Traces[0].Path, strings.Join(sources, ", "), SourceTrace)
+	case n > MaxRobustTraces:
+		return fmt.Errorf("evaluate: robustness: %d trace files: at most %d", n, MaxRobustTraces)
 	}
-	if err := predict.CheckModelName(rp.Trace.Model); err != nil {
-		return fmt.Errorf("evaluate: robustness: trace %s: %w", rp.Trace.Path, err)
+	seen := map[string]bool{}
+	for _, t := range rp.Traces {
+		switch {
+		case strings.TrimSpace(t.Path) == "":
+			return errors.New("evaluate: robustness: a trace file's path is empty")
+		case !(t.SLA.TTFTMs > 0 && t.SLA.TTFTMs <= config.MaxLatencyMs) || !(t.SLA.ITLMs > 0 && t.SLA.ITLMs <= config.MaxLatencyMs):
+			return fmt.Errorf("evaluate: robustness: trace %s: SLA TTFT %v ms, ITL %v ms: each must be > 0 and at most %d ms", t.Path, t.SLA.TTFTMs, t.SLA.ITLMs, config.MaxLatencyMs)
+		}
+		if err := predict.CheckModelName(t.Model); err != nil {
+			return fmt.Errorf("evaluate: robustness: trace %s: %w", t.Path, err)
+		}
+		// The cases and the per-source table name a trace by its file name and model.
+		if seen[t.label()] {
+			return fmt.Errorf("evaluate: robustness: two traces are named %s (a file name and model): one given twice, or files of the same name in two folders", t.label())
+		}
+		seen[t.label()] = true
 	}
 	return nil
 }
 
 // label names the trace in a case's description: its file name, and the model kept.
-func (t *RobustTrace) label() string {
+func (t RobustTrace) label() string {
 	return predict.TraceFilter{Model: t.Model}.Label(filepath.Base(t.Path))
 }
 
@@ -507,10 +531,11 @@ func shapeRates(rng *rand.Rand, length float64) ([]float64, string) {
 
 // robustInput is one case's drawn trace.
 type robustInput struct {
-	name, source, detail string
-	scale                float64
-	sla                  SLA
-	reqs                 []predict.Request
+	// trace is the label of a SourceTrace case's trace (RobustTrace.label).
+	name, source, trace, detail string
+	scale                       float64
+	sla                         SLA
+	reqs                        []predict.Request
 	// spec is the scenario trace that gives the same requests (scenarioFiles); nil for the
 	// sources a scenario file cannot describe (shapes, ServeGen's rates and clients).
 	spec *TraceSpec
@@ -597,7 +622,7 @@ func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []str
 	if err != nil {
 		return RobustCase{}, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
 	}
-	c := RobustCase{Name: in.name, Source: in.source, Detail: in.detail, Scale: in.scale, Requests: len(in.reqs),
+	c := RobustCase{Name: in.name, Source: in.source, Trace: in.trace, Detail: in.detail, Scale: in.scale, Requests: len(in.reqs),
 		TTFTMs: in.sla.TTFTMs, ITLMs: in.sla.ITLMs, LowerBoundGPUHours: r.LowerBoundGPUHours, Rows: r.Rows}
 	for k := range c.Rows {
 		c.Rows[k].Timeline, c.Rows[k].Replicas = nil, nil // the cases' summary only
@@ -627,31 +652,45 @@ type RobustSummary struct {
 // Summaries are the report's distributions, one per run name, in row order.
 func (rep *RobustReport) Summaries() []RobustSummary { return summarize(rep.Cases) }
 
-// SourceSummary is the distributions of one source's cases.
+// SourceSummary is the distributions of one source's cases (of one trace file's, for
+// SourceTrace).
 type SourceSummary struct {
 	Source string `json:"source"`
+	// Trace names the trace file (and model) of SourceTrace's cases; each has its own
+	// summary.
+	Trace string `json:"trace,omitempty"`
 	// Cases is how many of the report's cases drew the source.
 	Cases int `json:"cases"`
 	// Runs are the cases' distributions, one per run name, in row order.
 	Runs []RobustSummary `json:"runs"`
 }
 
-// SourceSummaries are the report's distributions per source, in the order the sources
-// first appear among the cases.
+// SourceSummaries are the report's distributions per source (and per trace file of the
+// user's own), in the order they first appear among the cases.
 func (rep *RobustReport) SourceSummaries() []SourceSummary {
-	var order []string
-	bySource := map[string][]RobustCase{}
+	type key struct{ source, trace string }
+	var order []key
+	bySource := map[key][]RobustCase{}
 	for _, c := range rep.Cases {
-		if _, ok := bySource[c.Source]; !ok {
-			order = append(order, c.Source)
+		k := key{c.Source, c.Trace}
+		if _, ok := bySource[k]; !ok {
+			order = append(order, k)
 		}
-		bySource[c.Source] = append(bySource[c.Source], c)
+		bySource[k] = append(bySource[k], c)
 	}
 	out := make([]SourceSummary, 0, len(order))
-	for _, src := range order {
-		out = append(out, SourceSummary{Source: src, Cases: len(bySource[src]), Runs: summarize(bySource[src])})
+	for _, k := range order {
+		out = append(out, SourceSummary{Source: k.source, Trace: k.trace, Cases: len(bySource[k]), Runs: summarize(bySource[k])})
 	}
 	return out
+}
+
+// name is the summary's source, and its trace file when it has one ("trace: mine.csv").
+func (ss SourceSummary) name() string {
+	if ss.Trace != "" {
+		return ss.Source + ": " + ss.Trace
+	}
+	return ss.Source
 }
 
 // summarize is the distributions of cases, one per run name, in row order.
@@ -752,7 +791,7 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 		for _, ss := range sums {
 			for _, s := range ss.Runs {
 				if policies[s.Name] {
-					fmt.Fprintf(w, "| %s | %s | %d | %.1f%% | %.1f%% | %d of %d | %s | %s | %s |\n", ss.Source, s.Name, ss.Cases, 100*s.MinGoodput,
+					fmt.Fprintf(w, "| %s | %s | %d | %.1f%% | %.1f%% | %d of %d | %s | %s | %s |\n", ss.name(), s.Name, ss.Cases, 100*s.MinGoodput,
 						100*s.MedianGoodput, s.Meets95, ss.Cases, ratio(s.MedianVsStatic), ratio(s.MedianVsSLOStatic), ratio(s.MedianVsOracle))
 				}
 			}

@@ -280,7 +280,7 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 	sla := SLA{TTFTMs: 500, ITLMs: 20}
 
 	rp := RobustPlan{Cases: 6, Seed: 11, Sources: []string{SourceTrace, SourceSinusoid},
-		Trace: &RobustTrace{Path: path, Model: " GPT-4 ", SLA: sla}, ScaleMin: 0.5, ScaleMax: 2}
+		Traces: []RobustTrace{{Path: path, Model: " GPT-4 ", SLA: sla}}, ScaleMin: 0.5, ScaleMax: 2}
 	cases, err := rp.cases()
 	require.NoError(t, err)
 	require.Len(t, cases, 6)
@@ -306,26 +306,61 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cases, again, "the same seed draws the same cases")
 
+	// Several traces: the source's cases draw them in turn, each at its own SLA and named by
+	// it, and adding a second trace leaves the first one's cases as they were.
+	other := filepath.Join(dir, "sub", "BurstGPT_other.csv")
+	require.NoError(t, os.MkdirAll(filepath.Dir(other), 0o755))
+	require.NoError(t, os.WriteFile(other, []byte(b.String()), 0o644))
+	slaOther := SLA{TTFTMs: 900, ITLMs: 40}
+	two := rp
+	two.Traces = []RobustTrace{rp.Traces[0], {Path: other, SLA: slaOther}}
+	twoCases, err := two.cases()
+	require.NoError(t, err)
+	require.Len(t, twoCases, 6)
+	for i, want := range []struct {
+		trace string
+		sla   SLA
+	}{{"BurstGPT_mine.csv, model GPT-4", sla}, {"BurstGPT_other.csv", slaOther}, {"BurstGPT_mine.csv, model GPT-4", sla}} {
+		in := twoCases[2*i]
+		require.Equal(t, want.trace, in.trace, "case %d", 2*i)
+		require.Equal(t, want.sla, in.sla, "case %d", 2*i)
+		require.Contains(t, in.detail, want.trace+" from")
+	}
+	require.Equal(t, cases[0], twoCases[0], "the first trace's first case is drawn as with it alone")
+	require.Equal(t, cases[1], twoCases[1], "the other sources' cases are unchanged")
+	require.Equal(t, cases[3], twoCases[3])
+	require.Equal(t, other, twoCases[2].spec.File, "its scenario file replays the other trace")
+	require.Empty(t, twoCases[2].spec.Model)
+
+	tooMany := make([]RobustTrace, MaxRobustTraces+1)
+	for k := range tooMany {
+		tooMany[k] = RobustTrace{Path: filepath.Join(dir, fmt.Sprintf("t%d.csv", k)), SLA: sla}
+	}
+
 	for name, tc := range map[string]struct {
 		plan RobustPlan
 		want string
 	}{
 		"source without a trace":   {RobustPlan{Cases: 1, Sources: []string{SourceTrace}}, "needs a trace file"},
-		"trace without its source": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, Trace: &RobustTrace{Path: path, SLA: sla}}, `do not list "trace"`},
-		"no SLA":                   {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path}}, "must be > 0"},
-		"absurd SLA":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, SLA: SLA{TTFTMs: math.Inf(1), ITLMs: 10}}}, "must be > 0"},
-		"blank model":              {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, Model: "  ", SLA: sla}}, "blank"},
-		"no such model":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, Model: "Claude", SLA: sla}}, "GPT-4"},
-		"missing file":             {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: filepath.Join(dir, "none.csv"), SLA: sla}}, "none.csv"},
-		"empty path":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: " ", SLA: sla}}, "path is empty"},
+		"trace without its source": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, Traces: []RobustTrace{{Path: path, SLA: sla}}}, `do not list "trace"`},
+		"no SLA":                   {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path}}}, "must be > 0"},
+		"absurd SLA":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: SLA{TTFTMs: math.Inf(1), ITLMs: 10}}}}, "must be > 0"},
+		"blank model":              {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "  ", SLA: sla}}}, "blank"},
+		"no such model":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "Claude", SLA: sla}}}, "GPT-4"},
+		"missing file":             {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: filepath.Join(dir, "none.csv"), SLA: sla}}}, "none.csv"},
+		"empty path":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: " ", SLA: sla}}}, "path is empty"},
+		"a trace twice":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "GPT-4", SLA: sla}, {Path: path, Model: " GPT-4", SLA: sla}}}, "two traces are named BurstGPT_mine.csv, model GPT-4"},
+		"same name elsewhere":      {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: filepath.Join(dir, "sub", "BurstGPT_mine.csv"), SLA: sla}}}, "files of the same name in two folders"},
+		"too many traces":          {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: tooMany}, "at most 64"},
+		"second trace's SLA":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: other}}}, "BurstGPT_other.csv: SLA TTFT 0 ms"},
 		"scales reversed":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 4, ScaleMax: 2}, "0.01 ≤ min ≤ max ≤ 100"},
 		"scale too large":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1, ScaleMax: 1000}, "0.01 ≤ min ≤ max ≤ 100"},
 		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0.01 ≤ min ≤ max ≤ 100"},
-		"too short a replay":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Trace: &RobustTrace{Path: path, SLA: sla}, ScaleMin: 100, ScaleMax: 100}, "less than twice the 60 s startup"},
+		"too short a replay":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}}, ScaleMin: 100, ScaleMax: 100}, "less than twice the 60 s startup"},
 		"scale too small":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1e-9, ScaleMax: 1}, "0.01 ≤ min ≤ max ≤ 100"},
 		// The one case drawn is the sinusoid's: the trace is read all the same.
-		"missing file never drawn":  {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Trace: &RobustTrace{Path: filepath.Join(dir, "none.csv"), SLA: sla}}, "none.csv"},
-		"no such model never drawn": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Trace: &RobustTrace{Path: path, Model: "Claude", SLA: sla}}, "Claude"},
+		"missing file never drawn":  {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: filepath.Join(dir, "none.csv"), SLA: sla}}}, "none.csv"},
+		"no such model never drawn": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "Claude", SLA: sla}}}, "Claude"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.plan.cases()
@@ -412,7 +447,7 @@ func TestRobustPlan_ScenarioFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(own, []byte(bg.String()), 0o644))
 	startup := 90.0
 	rp := RobustPlan{Cases: 8, Seed: 5, DataDir: dir, Sources: []string{SourceAzureCode, SourceSinusoid, SourceShapes, SourceTrace},
-		Trace: &RobustTrace{Path: own, Model: "GPT-4", SLA: SLA{TTFTMs: 700, ITLMs: 30}}, Policies: []string{PolicyAhead}, Budget: 12, StartupS: &startup}
+		Traces: []RobustTrace{{Path: own, Model: "GPT-4", SLA: SLA{TTFTMs: 700, ITLMs: 30}}}, Policies: []string{PolicyAhead}, Budget: 12, StartupS: &startup}
 	out := filepath.Join(t.TempDir(), "scenarios")
 	cases, err := rp.cases()
 	require.NoError(t, err)
@@ -491,6 +526,21 @@ func TestRobustReport_BySource(t *testing.T) {
 	require.Contains(t, md.String(), "| azure-code | ahead | 2 | 90.0% | 93.5% | 1 of 2 | - | 3.00 | - |")
 	require.Contains(t, md.String(), "| sinusoid | ahead | 1 | 99.0% | 99.0% | 1 of 1 | - | 1.50 | - |")
 	require.NotContains(t, md.String(), "| azure-code | slo-static |", "the policies only")
+
+	// Trace files of the user's own: one summary per file, named by it.
+	mine, other := c("case-03-trace", SourceTrace, 0.95, 1, 0.95, 1), c("case-04-trace", SourceTrace, 0.80, 1, 0.95, 1)
+	mine.Trace, other.Trace = "mine.csv", "other.csv, model GPT-4"
+	rep.Cases = append(rep.Cases, mine, other)
+	sums = rep.SourceSummaries()
+	require.Len(t, sums, 4)
+	require.Equal(t, SourceTrace, sums[3].Source)
+	require.Equal(t, "other.csv, model GPT-4", sums[3].Trace)
+	require.Equal(t, 1, sums[3].Cases)
+	require.Equal(t, 0.80, sums[3].Runs[0].MinGoodput)
+	md.Reset()
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| trace: mine.csv | ahead | 1 | 95.0% |")
+	require.Contains(t, md.String(), "| trace: other.csv, model GPT-4 | ahead | 1 | 80.0% |")
 
 	rep.Cases = rep.Cases[:1]
 	md.Reset()
