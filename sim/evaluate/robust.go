@@ -96,8 +96,8 @@ type RobustPlan struct {
 	// Oracle adds the hindsight oracle to every case (slow: hundreds of trial replays each).
 	Oracle bool
 	// Traces are the files SourceTrace's cases draw from, in turn: the source's n-th case
-	// draws Traces[n mod len(Traces)]. At most MaxRobustTraces, no two of the same file name and model;
-	// they need SourceTrace among Sources, and SourceTrace needs them.
+	// draws Traces[n mod len(Traces)]. At most MaxRobustTraces, no two of the same file name
+	// and model; they need SourceTrace among Sources, and SourceTrace needs them.
 	Traces []RobustTrace
 	// ScaleMin and ScaleMax bound the rate scale the traces' and ServeGen's cases draw
 	// (uniformly), within MinRobustScale–MaxRobustScale; both 0:
