@@ -47,8 +47,9 @@ const MaxHashIDs = 1 << 16
 // cache, which takes every id for HashBlockTokens tokens, checks it.
 func MaxHashIDsFor(isl int) int { return min(isl/HashBlockTokens+1, MaxHashIDs) }
 
-// ErrUnknownTraceFormat is returned (wrapped) by ReadTrace for a file that is neither a
-// Mooncake JSONL trace, an Azure LLM inference CSV trace nor a BurstGPT CSV trace.
+// ErrUnknownTraceFormat is returned (wrapped) by ReadTrace, ReadTraceOf and TraceFormat for
+// a file that is neither a Mooncake JSONL trace, an Azure LLM inference CSV trace nor a
+// BurstGPT CSV trace.
 var ErrUnknownTraceFormat = errors.New("unknown trace format")
 
 // byteOrderMark is UTF-8's, which some tools write at the start of a CSV or JSONL file.
@@ -188,7 +189,13 @@ func openTrace(path string) (io.Closer, *bufio.Reader, string, error) {
 	if bom, _ := br.Peek(len(byteOrderMark)); bytes.Equal(bom, byteOrderMark) {
 		_, _ = br.Discard(len(byteOrderMark)) // peeked: it cannot fail
 	}
-	head, _ := br.Peek(br.Size())
+	head, err := br.Peek(br.Size())
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		// Not a short file: a directory, a corrupt gzip stream. Read as empty, it would
+		// pass for a trace without requests.
+		r.Close()
+		return nil, nil, "", fmt.Errorf("predict: read trace %s: %w", path, err)
+	}
 	head = bytes.TrimLeft(head, " \t\r\n")
 	switch {
 	case len(head) == 0:

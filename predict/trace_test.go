@@ -1,6 +1,7 @@
 package predict
 
 import (
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"os"
@@ -218,6 +219,25 @@ func TestTraceFormat(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnknownTraceFormat)
 	_, err = TraceFormat(filepath.Join(t.TempDir(), "missing.csv"))
 	require.ErrorIs(t, err, os.ErrNotExist)
+	// A directory (or a link to one) cannot be read: an error, not an empty trace.
+	dir := filepath.Join(t.TempDir(), "folder.csv")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	_, err = TraceFormat(dir)
+	require.ErrorContains(t, err, "folder.csv")
+	_, err = ReadTrace(dir)
+	require.ErrorContains(t, err, "folder.csv")
+	// So is a gzip stream whose data is corrupt.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write(bytes.Repeat([]byte("{\"timestamp\": 1}\n"), 100))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	raw := gz.Bytes()
+	raw[len(raw)/2] ^= 0xff
+	bad := filepath.Join(t.TempDir(), "bad.jsonl.gz")
+	require.NoError(t, os.WriteFile(bad, raw, 0o644))
+	_, err = TraceFormat(bad)
+	require.ErrorContains(t, err, "bad.jsonl.gz")
 }
 
 func TestBucket(t *testing.T) {

@@ -48,8 +48,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("robustness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through the sources")
-	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order; one listed twice is drawn twice as often (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves; "+evaluate.SourceServeGenClients+", ServeGen's clients with their measured burstiness; "+evaluate.SourceTrace+", the --trace file's)")
-	fs.Func("trace", fmt.Sprintf("a trace file of your own (Mooncake .jsonl[.gz], Azure .csv or BurstGPT .csv[.gz]), or a folder of them (its %s files); repeat it for several (at most %d files): its cases are windows and rate scales of it, the files drawn in turn, scored at --ttft-ms and --itl-ms (source %s: the only one, unless --sources is given, which must then list it)", strings.Join(traceSuffixes, ", "), evaluate.MaxRobustTraces, evaluate.SourceTrace), func(v string) error {
+	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order; one listed twice is drawn twice as often (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves; "+evaluate.SourceServeGenClients+", ServeGen's clients with their measured burstiness; "+evaluate.SourceTrace+", the --trace files')")
+	fs.Func("trace", fmt.Sprintf("a trace file of your own (Mooncake .jsonl[.gz], Azure or BurstGPT .csv[.gz]), or a folder of them (its %s files); repeat it for several (at most %d files): its cases are windows and rate scales of it, the files drawn in turn (each at least once: no more files than the cases drawing them), scored at --ttft-ms and --itl-ms (source %s: the only one, unless --sources is given, which must then list it)", strings.Join(traceSuffixes, ", "), evaluate.MaxRobustTraces, evaluate.SourceTrace), func(v string) error {
 		traces = append(traces, v)
 		return nil
 	})
@@ -182,16 +182,16 @@ func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, paths []string, m
 		rp.Sources = []string{evaluate.SourceTrace}
 	}
 	for _, p := range paths {
-		files, leftOut, err := traceFiles(p)
+		files, leftOut, err := traceFiles(p, evaluate.MaxRobustTraces-len(rp.Traces))
 		if err != nil {
 			return err
 		}
 		if len(leftOut) > 0 {
-			fmt.Fprintf(stderr, "robustness: --trace %s: left out %s (not a request trace)\n", p, strings.Join(leftOut, ", "))
+			fmt.Fprintf(stderr, "robustness: --trace %s: left out %s\n", p, strings.Join(leftOut, ", "))
 		}
 		for _, f := range files {
 			if len(rp.Traces) == evaluate.MaxRobustTraces {
-				return fmt.Errorf("robustness: --trace: more than %d trace files", evaluate.MaxRobustTraces)
+				return fmt.Errorf("robustness: --trace: more than %d trace files in all (at most %d)", evaluate.MaxRobustTraces, evaluate.MaxRobustTraces)
 			}
 			rp.Traces = append(rp.Traces, evaluate.RobustTrace{Path: f, Model: model, SLA: evaluate.SLA{TTFTMs: ttft, ITLMs: itl}})
 		}
@@ -203,11 +203,13 @@ func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, paths []string, m
 var traceSuffixes = []string{".jsonl", ".jsonl.gz", ".csv", ".csv.gz"}
 
 // traceFiles is a --trace value's files: the file itself, or a folder's request traces —
-// its files named with a traceSuffixes ending, sorted by name, not its subfolders' — with
-// the names of those of another format (predict.TraceFormat: a ServeGen rate file, say) left
-// out; a folder without a trace is an error. A file that cannot be read is left to the plan,
-// which reads every trace and names the one that fails.
-func traceFiles(path string) (files, leftOut []string, err error) {
+// its files (symbolic links followed) named with a traceSuffixes ending, sorted by name, not
+// its subfolders' — with those of another format (predict.TraceFormat: a ServeGen rate file,
+// say) and empty ones left out, each named with the reason; a folder without a trace is an
+// error, and so is one with more than room traces (the rest of MaxRobustTraces), found
+// before its other files are read. A file given itself, or one that cannot be read, is left
+// to the plan, which reads every trace and names the one that fails.
+func traceFiles(path string, room int) (files, leftOut []string, err error) {
 	if strings.TrimSpace(path) == "" {
 		return nil, nil, errors.New("robustness: --trace: an empty path")
 	}
@@ -221,18 +223,32 @@ func traceFiles(path string) (files, leftOut []string, err error) {
 	}
 	for _, e := range entries { // os.ReadDir sorts by name
 		name := e.Name()
-		if e.IsDir() || !slices.ContainsFunc(traceSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
+		if !slices.ContainsFunc(traceSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
 			continue
 		}
 		file := filepath.Join(path, name)
-		if _, err := predict.TraceFormat(file); errors.Is(err, predict.ErrUnknownTraceFormat) {
-			leftOut = append(leftOut, name)
+		if info, err := os.Stat(file); err == nil && info.IsDir() {
+			continue // a subfolder, or a link to one
+		}
+		switch format, err := predict.TraceFormat(file); {
+		case errors.Is(err, predict.ErrUnknownTraceFormat):
+			leftOut = append(leftOut, name+" (not a request trace)")
 			continue
+		case err == nil && format == "":
+			leftOut = append(leftOut, name+" (empty)")
+			continue
+		}
+		if len(files) == room {
+			return nil, nil, fmt.Errorf("robustness: --trace %s: more than %d trace files in all (at most %d)", path, evaluate.MaxRobustTraces, evaluate.MaxRobustTraces)
 		}
 		files = append(files, file)
 	}
 	if len(files) == 0 {
-		return nil, nil, fmt.Errorf("robustness: --trace %s: a folder with no request trace (%s files of a trace format)", path, strings.Join(traceSuffixes, ", "))
+		why := ""
+		if len(leftOut) > 0 {
+			why = "; left out: " + strings.Join(leftOut, ", ")
+		}
+		return nil, nil, fmt.Errorf("robustness: --trace %s: a folder with no request trace (%s files of a trace format)%s", path, strings.Join(traceSuffixes, ", "), why)
 	}
 	return files, leftOut, nil
 }

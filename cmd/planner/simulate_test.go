@@ -216,6 +216,8 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "README.md"), []byte("not a trace"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "rates.csv"), []byte("window,count\n0,5\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(folder, "blank.csv"), nil, 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(folder, "nested.csv"), filepath.Join(folder, "link.csv")))
 	stdout.Reset()
 	stderr.Reset()
 	err = runRobustness(context.Background(), []string{"--trace", folder, "--trace", path, "--ttft-ms", "400", "--itl-ms", "15", "--scales", "1-1.5",
@@ -225,11 +227,29 @@ func TestRobustness_OwnTrace(t *testing.T) {
 		"| case-00-trace | a.jsonl from", "| case-01-trace | b.jsonl from", "| case-02-trace | mine.jsonl from"} {
 		require.Contains(t, stdout.String(), want)
 	}
-	require.Contains(t, stderr.String(), "--trace "+folder+": left out rates.csv (not a request trace)")
+	require.Contains(t, stderr.String(), "--trace "+folder+": left out blank.csv (empty), rates.csv (not a request trace)\n",
+		"the subfolder, the link to it and README.md are not traces by name")
+
+	// More files than the cases drawing them, or than 64 in all: refused before any case.
+	stdout.Reset()
+	err = runRobustness(context.Background(), []string{"--trace", folder, "--trace", path, "--ttft-ms", "400", "--itl-ms", "15", "--cases", "2"}, &stdout, &stderr)
+	require.ErrorContains(t, err, "trace files: 3; cases drawing the trace source: 2 of 2")
+	many := filepath.Join(dir, "many")
+	require.NoError(t, os.Mkdir(many, 0o755))
+	for k := range 65 {
+		require.NoError(t, os.WriteFile(filepath.Join(many, fmt.Sprintf("t%02d.jsonl", k)), []byte(b.String()), 0o644))
+	}
+	err = runRobustness(context.Background(), []string{"--trace", many, "--ttft-ms", "400", "--itl-ms", "15", "--cases", "100"}, &stdout, &stderr)
+	require.ErrorContains(t, err, "--trace "+many+": more than 64 trace files in all")
+	err = runRobustness(context.Background(), []string{"--trace", folder, "--trace", many, "--ttft-ms", "400", "--itl-ms", "15", "--cases", "100"}, &stdout, &stderr)
+	require.ErrorContains(t, err, "--trace "+many+": more than 64 trace files in all", "the first folder's two count")
+	require.Empty(t, stdout.String())
 }
 
 // TestRobustness_FlagErrors: a bad --sources or --policies is refused before any case runs.
 func TestRobustness_FlagErrors(t *testing.T) {
+	unknownOnly := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(unknownOnly, "rates.csv"), []byte("window,count\n0,5\n"), 0o644))
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -246,6 +266,7 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"missing trace":      {[]string{"--trace", "no-such-trace.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "no-such-trace.csv"},
 		"empty trace folder": {[]string{"--trace", t.TempDir(), "--ttft-ms", "300", "--itl-ms", "10"}, "a folder with no request trace (.jsonl, .jsonl.gz, .csv, .csv.gz files"},
 		"empty trace path":   {[]string{"--trace", " ", "--ttft-ms", "300", "--itl-ms", "10"}, "--trace: an empty path"},
+		"no trace in folder": {[]string{"--trace", unknownOnly, "--ttft-ms", "300", "--itl-ms", "10"}, "a folder with no request trace (.jsonl, .jsonl.gz, .csv, .csv.gz files of a trace format); left out: rates.csv (not a request trace)"},
 		"a trace twice":      {[]string{"--trace", "x/mine.csv", "--trace", "y/mine.csv", "--ttft-ms", "300", "--itl-ms", "10"}, "two traces are named mine.csv"},
 		"bad scales":         {[]string{"--scales", "8"}, "want MIN-MAX"},
 		"scales not numbers": {[]string{"--scales", "one-two"}, "want MIN-MAX"},

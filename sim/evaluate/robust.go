@@ -97,7 +97,8 @@ type RobustPlan struct {
 	Oracle bool
 	// Traces are the files SourceTrace's cases draw from, in turn: the source's n-th case
 	// draws Traces[n mod len(Traces)]. At most MaxRobustTraces, no two of the same file name
-	// and model; they need SourceTrace among Sources, and SourceTrace needs them.
+	// and model, and no more than the cases that draw SourceTrace (each is drawn); they need
+	// SourceTrace among Sources, and SourceTrace needs them.
 	Traces []RobustTrace
 	// ScaleMin and ScaleMax bound the rate scale the traces' and ServeGen's cases draw
 	// (uniformly), within MinRobustScale–MaxRobustScale; both 0:
@@ -365,8 +366,8 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 	return out, nil
 }
 
-// checkTrace checks that the plan's traces and SourceTrace come together, their number, and
-// each trace's path, model and SLA.
+// checkTrace checks that the plan's traces and SourceTrace come together, their number (at
+// most MaxRobustTraces, and each drawn by a case), and each trace's path, model and SLA.
 func (rp RobustPlan) checkTrace(sources []string) error {
 	listed := slices.Contains(sources, SourceTrace)
 	switch n := len(rp.Traces); {
@@ -378,6 +379,18 @@ func (rp RobustPlan) checkTrace(sources []string) error {
 		return fmt.Errorf("evaluate: robustness: a trace file (%s) is given, but the sources (%s) do not list %q", rp.Traces[0].Path, strings.Join(sources, ", "), SourceTrace)
 	case n > MaxRobustTraces:
 		return fmt.Errorf("evaluate: robustness: %d trace files: at most %d", n, MaxRobustTraces)
+	}
+	// Every trace is drawn at least once: one no case draws would be read, and missing from
+	// the report, for nothing.
+	drawn := 0
+	for i := range rp.Cases {
+		if sources[i%len(sources)] == SourceTrace {
+			drawn++
+		}
+	}
+	if drawn < len(rp.Traces) {
+		return fmt.Errorf("evaluate: robustness: trace files: %d; cases drawing the trace source: %d of %d: each file needs one (raise the cases, or give fewer files)",
+			len(rp.Traces), drawn, rp.Cases)
 	}
 	seen := map[string]bool{}
 	for _, t := range rp.Traces {

@@ -349,18 +349,19 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 		"no such model":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "Claude", SLA: sla}}}, "GPT-4"},
 		"missing file":             {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: filepath.Join(dir, "none.csv"), SLA: sla}}}, "none.csv"},
 		"empty path":               {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: " ", SLA: sla}}}, "path is empty"},
-		"a trace twice":            {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "GPT-4", SLA: sla}, {Path: path, Model: " GPT-4", SLA: sla}}}, "two traces are named BurstGPT_mine.csv, model GPT-4"},
-		"same name elsewhere":      {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: filepath.Join(dir, "sub", "BurstGPT_mine.csv"), SLA: sla}}}, "files of the same name in two folders"},
+		"a trace twice":            {RobustPlan{Cases: 2, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "GPT-4", SLA: sla}, {Path: path, Model: " GPT-4", SLA: sla}}}, "two traces are named BurstGPT_mine.csv, model GPT-4"},
+		"same name elsewhere":      {RobustPlan{Cases: 2, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: filepath.Join(dir, "sub", "BurstGPT_mine.csv"), SLA: sla}}}, "files of the same name in two folders"},
 		"too many traces":          {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: tooMany}, "at most 64"},
-		"second trace's SLA":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: other}}}, "BurstGPT_other.csv: SLA TTFT 0 ms"},
+		"a trace never drawn":      {RobustPlan{Cases: 3, Sources: []string{SourceTrace, SourceSinusoid}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: other, SLA: sla}, {Path: filepath.Join(dir, "third.csv"), SLA: sla}}}, "trace files: 3; cases drawing the trace source: 2 of 3: each file needs one"},
+		"second trace's SLA":       {RobustPlan{Cases: 2, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: other}}}, "BurstGPT_other.csv: SLA TTFT 0 ms"},
 		"scales reversed":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 4, ScaleMax: 2}, "0.01 ≤ min ≤ max ≤ 100"},
 		"scale too large":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1, ScaleMax: 1000}, "0.01 ≤ min ≤ max ≤ 100"},
 		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0.01 ≤ min ≤ max ≤ 100"},
 		"too short a replay":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}}, ScaleMin: 100, ScaleMax: 100}, "less than twice the 60 s startup"},
 		"scale too small":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1e-9, ScaleMax: 1}, "0.01 ≤ min ≤ max ≤ 100"},
-		// The one case drawn is the sinusoid's: the trace is read all the same.
-		"missing file never drawn":  {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: filepath.Join(dir, "none.csv"), SLA: sla}}}, "none.csv"},
-		"no such model never drawn": {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "Claude", SLA: sla}}}, "Claude"},
+		// The first case is the sinusoid's: the trace is read before any case is drawn.
+		"missing file drawn later":  {RobustPlan{Cases: 2, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: filepath.Join(dir, "none.csv"), SLA: sla}}}, "none.csv"},
+		"no such model drawn later": {RobustPlan{Cases: 2, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "Claude", SLA: sla}}}, "Claude"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.plan.cases()
