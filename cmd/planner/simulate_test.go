@@ -197,6 +197,9 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	var rep evaluate.RobustReport
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
 	require.Len(t, rep.Cases, 2)
+	require.Equal(t, []evaluate.RobustTrace{{Path: path, SLA: evaluate.SLA{TTFTMs: 400, ITLMs: 15}}}, rep.Traces, "the report says what it drew from")
+	require.Contains(t, stdout.String(), `"sla": {
+        "ttft_ms": 400,`)
 	for _, c := range rep.Cases {
 		require.Equal(t, evaluate.SourceTrace, c.Source)
 		require.Equal(t, 400.0, c.TTFTMs)
@@ -224,7 +227,8 @@ func TestRobustness_OwnTrace(t *testing.T) {
 		"--cases", "3", "--policies", "ahead", "--static=false", "--quiet"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	for _, want := range []string{"| trace: a.jsonl | ahead | 1 |", "| trace: b.jsonl | ahead | 1 |", "| trace: mine.jsonl | ahead | 1 |",
-		"| case-00-trace | a.jsonl from", "| case-01-trace | b.jsonl from", "| case-02-trace | mine.jsonl from"} {
+		"| case-00-trace | a.jsonl from", "| case-01-trace | b.jsonl from", "| case-02-trace | mine.jsonl from",
+		"Trace files of your own, drawn in turn: a.jsonl (TTFT 400 ms, ITL 15 ms); b.jsonl (TTFT 400 ms, ITL 15 ms); mine.jsonl (TTFT 400 ms, ITL 15 ms).\n"} {
 		require.Contains(t, stdout.String(), want)
 	}
 	require.Contains(t, stderr.String(), "--trace "+folder+": left out blank.csv (empty), rates.csv (not a request trace)\n",

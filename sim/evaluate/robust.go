@@ -53,12 +53,12 @@ var AllRobustSources = append(slices.Clone(RobustSources), SourceShapes, SourceS
 type RobustTrace struct {
 	// Path is a Mooncake JSONL, Azure CSV or BurstGPT CSV trace (predict.ReadTraceOf), read
 	// as given (not from RobustPlan.DataDir).
-	Path string
+	Path string `json:"path"`
 	// Model keeps one model's requests of a BurstGPT trace (predict.TraceFilter); empty:
 	// every request.
-	Model string
+	Model string `json:"model,omitempty"`
 	// SLA is what the trace's cases are scored at (each > 0, at most config.MaxLatencyMs).
-	SLA SLA
+	SLA SLA `json:"sla"`
 }
 
 // The rate scales a case draws from when RobustPlan.ScaleMin and ScaleMax are 0, and the
@@ -149,9 +149,11 @@ type RobustReport struct {
 	Seed uint64 `json:"seed"`
 	// Budget and StartupS are every case's GPU budget and startup delay (each case is scored
 	// from the end of its first startup window).
-	Budget   int          `json:"budget"`
-	StartupS float64      `json:"startup_s"`
-	Cases    []RobustCase `json:"cases"`
+	Budget   int     `json:"budget"`
+	StartupS float64 `json:"startup_s"`
+	// Traces are the plan's trace files of the user's own (RobustPlan.Traces), as given.
+	Traces []RobustTrace `json:"traces,omitempty"`
+	Cases  []RobustCase  `json:"cases"`
 	// ScenarioFiles are the scenario files written (RobustPlan.ScenarioDir), and
 	// ScenariosLeftOut the cases no scenario file describes, counted per source.
 	ScenarioFiles    []string `json:"scenario_files,omitempty"`
@@ -569,7 +571,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Cases: make([]RobustCase, len(inputs))}
+	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Traces: rp.Traces, Cases: make([]RobustCase, len(inputs))}
 	if rp.ScenarioDir != "" {
 		files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup)
 		if err != nil {
@@ -782,6 +784,13 @@ func median(v []float64) float64 {
 // WriteMarkdown writes the benchmark: the distribution per run, then every case.
 func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "Seed %d, %d cases, each scored from %g s; budget %d GPUs; startup %g s.\n\n", rep.Seed, len(rep.Cases), rep.StartupS, rep.Budget, rep.StartupS)
+	if len(rep.Traces) > 0 {
+		var names []string
+		for _, t := range rep.Traces {
+			names = append(names, fmt.Sprintf("%s (TTFT %g ms, ITL %g ms)", t.label(), t.SLA.TTFTMs, t.SLA.ITLMs))
+		}
+		fmt.Fprintf(w, "Trace files of your own, drawn in turn: %s.\n\n", strings.Join(names, "; "))
+	}
 	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|\n", 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {
 		if v > 0 {

@@ -233,8 +233,8 @@ func (p *Published) validate(sc *Scenario) error {
 
 // SLA is the latency objective of a request.
 type SLA struct {
-	TTFTMs float64 `yaml:"ttft_ms"`
-	ITLMs  float64 `yaml:"itl_ms"`
+	TTFTMs float64 `yaml:"ttft_ms" json:"ttft_ms"`
+	ITLMs  float64 `yaml:"itl_ms" json:"itl_ms"`
 }
 
 // TraceSpec is a trace file or Dynamo's sinusoidal load.
