@@ -49,13 +49,13 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cases, "cases", 20, "random cases (1..1000), cycling through the sources")
 	fs.StringVar(&sources, "sources", strings.Join(evaluate.RobustSources, ","), "trace sources the cases cycle through, in order; one listed twice is drawn twice as often (also: "+evaluate.SourceShapes+", synthetic steps, ramps, flash crowds and on/off waves; "+evaluate.SourceServeGenClients+", ServeGen's clients with their measured burstiness; "+evaluate.SourceTrace+", the --trace files')")
-	fs.Func("trace", fmt.Sprintf("a trace file of your own (Mooncake .jsonl[.gz], Azure or BurstGPT .csv[.gz]), or a folder of them (its %s files); repeat it for several (at most %d files): its cases are windows and rate scales of it, the files drawn in turn (each at least once: no more files than the cases drawing them), scored at --ttft-ms and --itl-ms (source %s: the only one, unless --sources is given, which must then list it)", strings.Join(traceSuffixes, ", "), evaluate.MaxRobustTraces, evaluate.SourceTrace), func(v string) error {
+	fs.Func("trace", fmt.Sprintf("a trace file of your own (Mooncake .jsonl[.gz], Azure or BurstGPT .csv[.gz]), or a folder of them (its %s files); repeat it for several (at most %d files): a folder's empty files and those of another format are left out and named; the cases are windows and rate scales of the files, drawn in turn (each at least once: no more files than the cases drawing them), scored at --ttft-ms and --itl-ms (source %s: the only one, unless --sources is given, which must then list it)", strings.Join(traceSuffixes, ", "), evaluate.MaxRobustTraces, evaluate.SourceTrace), func(v string) error {
 		traces = append(traces, v)
 		return nil
 	})
 	fs.StringVar(&model, "trace-model", "", "with --trace: one model's requests of every trace, each then a BurstGPT file (its Model column, e.g. GPT-4)")
-	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA its cases are scored at (ms)")
-	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA its cases are scored at (ms)")
+	fs.Float64Var(&ttft, "ttft-ms", 0, "with --trace: the TTFT SLA every trace file's cases are scored at (ms)")
+	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA every trace file's cases are scored at (ms)")
 	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; --budget does not grow with them)")
 	fs.IntVar(&budget, "budget", evaluate.DefaultRobustBudget, fmt.Sprintf("every case's GPU budget (2..%d)", evaluate.MaxRobustBudget))
 	fs.StringVar(&startup, "startup", fmt.Sprintf("%ds", evaluate.DefaultRobustStartupS), fmt.Sprintf("every case's engine startup delay (e.g. 2m; bare numbers are seconds; 0..%d s); each case is scored from its end", evaluate.MaxRobustStartupS))
@@ -191,7 +191,7 @@ func robustTrace(rp *evaluate.RobustPlan, set map[string]bool, paths []string, m
 		}
 		for _, f := range files {
 			if len(rp.Traces) == evaluate.MaxRobustTraces {
-				return fmt.Errorf("robustness: --trace: more than %d trace files in all (at most %d)", evaluate.MaxRobustTraces, evaluate.MaxRobustTraces)
+				return fmt.Errorf("robustness: --trace: more than %d trace files in all", evaluate.MaxRobustTraces)
 			}
 			rp.Traces = append(rp.Traces, evaluate.RobustTrace{Path: f, Model: model, SLA: evaluate.SLA{TTFTMs: ttft, ITLMs: itl}})
 		}
@@ -234,12 +234,12 @@ func traceFiles(path string, room int) (files, leftOut []string, err error) {
 		case errors.Is(err, predict.ErrUnknownTraceFormat):
 			leftOut = append(leftOut, name+" (not a request trace)")
 			continue
-		case err == nil && format == "":
+		case err == nil && format == "", errors.Is(err, io.EOF): // an empty gzip file has no header
 			leftOut = append(leftOut, name+" (empty)")
 			continue
 		}
 		if len(files) == room {
-			return nil, nil, fmt.Errorf("robustness: --trace %s: more than %d trace files in all (at most %d)", path, evaluate.MaxRobustTraces, evaluate.MaxRobustTraces)
+			return nil, nil, fmt.Errorf("robustness: --trace %s: more than %d trace files in all", path, evaluate.MaxRobustTraces)
 		}
 		files = append(files, file)
 	}

@@ -220,6 +220,7 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "README.md"), []byte("not a trace"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "rates.csv"), []byte("window,count\n0,5\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "blank.csv"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(folder, "blank.jsonl.gz"), nil, 0o644))
 	require.NoError(t, os.Symlink(filepath.Join(folder, "nested.csv"), filepath.Join(folder, "link.csv")))
 	stdout.Reset()
 	stderr.Reset()
@@ -231,7 +232,7 @@ func TestRobustness_OwnTrace(t *testing.T) {
 		"Trace files of your own, drawn in turn: a.jsonl (TTFT 400 ms, ITL 15 ms); b.jsonl (TTFT 400 ms, ITL 15 ms); mine.jsonl (TTFT 400 ms, ITL 15 ms).\n"} {
 		require.Contains(t, stdout.String(), want)
 	}
-	require.Contains(t, stderr.String(), "--trace "+folder+": left out blank.csv (empty), rates.csv (not a request trace)\n",
+	require.Contains(t, stderr.String(), "--trace "+folder+": left out blank.csv (empty), blank.jsonl.gz (empty), rates.csv (not a request trace)\n",
 		"the subfolder, the link to it and README.md are not traces by name")
 
 	// More files than the cases drawing them, or than 64 in all: refused before any case.
@@ -245,6 +246,10 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	}
 	err = runRobustness(context.Background(), []string{"--trace", many, "--ttft-ms", "400", "--itl-ms", "15", "--cases", "100"}, &stdout, &stderr)
 	require.ErrorContains(t, err, "--trace "+many+": more than 64 trace files in all")
+	// 63 files after the first folder's two: the 64th in all is the folder's 62nd, and its
+	// 63rd is refused (without the first folder's count, the plan would refuse 65 files).
+	require.NoError(t, os.Remove(filepath.Join(many, "t64.jsonl")))
+	require.NoError(t, os.Remove(filepath.Join(many, "t63.jsonl")))
 	err = runRobustness(context.Background(), []string{"--trace", folder, "--trace", many, "--ttft-ms", "400", "--itl-ms", "15", "--cases", "100"}, &stdout, &stderr)
 	require.ErrorContains(t, err, "--trace "+many+": more than 64 trace files in all", "the first folder's two count")
 	require.Empty(t, stdout.String())

@@ -218,8 +218,8 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The traces of the user's own are read before any case, whether or not one draws them:
-	// a missing file, a wrong format or an unknown model is an error even then.
+	// The traces of the user's own are all read before any case is drawn: a missing file, a
+	// wrong format or an unknown model is an error before the first replay.
 	own := make([][]predict.Request, len(rp.Traces))
 	for k, t := range rp.Traces {
 		if own[k], err = predict.ReadTraceOf(t.Path, predict.TraceFilter{Model: t.Model}); err != nil {
@@ -789,7 +789,11 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 		for _, t := range rep.Traces {
 			names = append(names, fmt.Sprintf("%s (TTFT %g ms, ITL %g ms)", t.label(), t.SLA.TTFTMs, t.SLA.ITLMs))
 		}
-		fmt.Fprintf(w, "Trace files of your own, drawn in turn: %s.\n\n", strings.Join(names, "; "))
+		if len(names) == 1 {
+			fmt.Fprintf(w, "Trace file of your own: %s.\n\n", names[0])
+		} else {
+			fmt.Fprintf(w, "Trace files of your own, drawn in turn: %s.\n\n", strings.Join(names, "; "))
+		}
 	}
 	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|\n", 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {

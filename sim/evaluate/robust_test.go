@@ -359,9 +359,10 @@ func TestRobustCases_OwnTrace(t *testing.T) {
 		"one scale only":           {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMax: 3}, "0.01 ≤ min ≤ max ≤ 100"},
 		"too short a replay":       {RobustPlan{Cases: 1, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}}, ScaleMin: 100, ScaleMax: 100}, "less than twice the 60 s startup"},
 		"scale too small":          {RobustPlan{Cases: 1, Sources: []string{SourceSinusoid}, ScaleMin: 1e-9, ScaleMax: 1}, "0.01 ≤ min ≤ max ≤ 100"},
-		// The first case is the sinusoid's: the trace is read before any case is drawn.
-		"missing file drawn later":  {RobustPlan{Cases: 2, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: filepath.Join(dir, "none.csv"), SLA: sla}}}, "none.csv"},
-		"no such model drawn later": {RobustPlan{Cases: 2, Sources: []string{SourceSinusoid, SourceTrace}, Traces: []RobustTrace{{Path: path, Model: "Claude", SLA: sla}}}, "Claude"},
+		// Every trace is read before any case is drawn: drawn one by one, the first case (too
+		// short a replay at 100×) would fail before the second trace is read.
+		"missing file drawn later":  {RobustPlan{Cases: 2, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: filepath.Join(dir, "none.csv"), SLA: sla}}, ScaleMin: 100, ScaleMax: 100}, "none.csv"},
+		"no such model drawn later": {RobustPlan{Cases: 2, Sources: []string{SourceTrace}, Traces: []RobustTrace{{Path: path, SLA: sla}, {Path: path, Model: "Claude", SLA: sla}}, ScaleMin: 100, ScaleMax: 100}, "Claude"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.plan.cases()
