@@ -239,13 +239,10 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 		length := 600 + 1200*rng.Float64() // 10–30 minutes replayed
 		scale := lo + (hi-lo)*rng.Float64()
 		in := robustInput{source: src, sla: robustSLA[src], scale: scale}
-		var own1 []predict.Request
-		var trace RobustTrace
+		k := traceCases % max(1, len(rp.Traces)) // the trace a SourceTrace case draws
 		if src == SourceTrace {
-			k := traceCases % len(rp.Traces)
 			traceCases++
-			trace, own1 = rp.Traces[k], own[k]
-			in.sla, in.trace = trace.SLA, trace.label()
+			in.sla, in.trace = rp.Traces[k].SLA, rp.Traces[k].label()
 		}
 		switch src {
 		case SourceSinusoid:
@@ -327,7 +324,7 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			var all []predict.Request
 			path, model := filepath.Join(rp.DataDir, file), ""
 			if src == SourceTrace {
-				all, file, path, model = own1, in.trace, trace.Path, trace.Model
+				all, file, path, model = own[k], in.trace, rp.Traces[k].Path, rp.Traces[k].Model
 			} else if all, err = load(file); err != nil {
 				return nil, err
 			}
