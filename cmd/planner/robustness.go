@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/evaluate"
 )
@@ -38,6 +39,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		ttft, itl      float64
 		scales         string
 		budget         int
+		mode           string
 		scenarios      string
 		startup        string
 		oracle, asJSON bool
@@ -58,6 +60,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&itl, "itl-ms", 0, "with --trace: the ITL SLA every trace file's cases are scored at (ms)")
 	fs.StringVar(&scales, "scales", fmt.Sprintf("%d-%d", evaluate.DefaultRobustScaleMin, evaluate.DefaultRobustScaleMax), "rate scales the traces' and ServeGen's cases draw from, MIN-MAX within 0.01-100 (the sinusoids and shapes draw their own rates; --budget does not grow with them)")
 	fs.IntVar(&budget, "budget", evaluate.DefaultRobustBudget, fmt.Sprintf("every case's GPU budget (2..%d)", evaluate.MaxRobustBudget))
+	fs.StringVar(&mode, "mode", string(config.ModeDisagg), fmt.Sprintf("every case's deployment shape: %s (a prefill and a decode pool) or %s (one pool of engines running chunked prefill and decode in the same passes)", config.ModeDisagg, config.ModeAgg))
 	fs.StringVar(&startup, "startup", fmt.Sprintf("%ds", evaluate.DefaultRobustStartupS), fmt.Sprintf("every case's engine startup delay (e.g. 2m; bare numbers are seconds; 0..%d s); each case is scored from its end", evaluate.MaxRobustStartupS))
 	fs.Uint64Var(&seed, "seed", 1, "seed of the cases: the same seed gives the same cases and scores")
 	fs.StringVar(&data, "data", filepath.Join("..", "shared", "data", "traces"), "folder of the shared traces")
@@ -107,6 +110,10 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("robustness: --budget 0: want 2..%d", evaluate.MaxRobustBudget)
 	}
 	rp.Budget = budget
+	if m := config.Mode(mode); m != config.ModeDisagg && m != config.ModeAgg {
+		return fmt.Errorf("robustness: --mode %q: want %s or %s", mode, config.ModeDisagg, config.ModeAgg)
+	}
+	rp.Mode = config.Mode(mode)
 	d, err := parseSeconds(startup)
 	if err != nil {
 		return fmt.Errorf("robustness: --startup: %w", err)

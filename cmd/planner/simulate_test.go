@@ -285,6 +285,7 @@ func TestRobustness_FlagErrors(t *testing.T) {
 		"startup a word":     {[]string{"--sources", "shapes", "--startup", "ninety"}, "neither a duration nor a number of seconds"},
 		"startup infinite":   {[]string{"--sources", "shapes", "--startup", "inf"}, "more than 31536000 seconds"},
 		"budget 0":           {[]string{"--sources", "shapes", "--budget", "0"}, "--budget 0: want 2..256"},
+		"mode unknown":       {[]string{"--sources", "shapes", "--mode", "prefill"}, `--mode "prefill": want disagg or agg`},
 		"scales 0-0":         {[]string{"--sources", "shapes", "--scales", "0-0"}, "want MIN-MAX within 0.01-100"},
 		"nothing to write":   {[]string{"--sources", "shapes", "--scenarios", filepath.Join(t.TempDir(), "s")}, "no case can be written"},
 		"scales reversed":    {[]string{"--sources", "shapes", "--scales", "8-1"}, "0.01 ≤ min ≤ max ≤ 100"},

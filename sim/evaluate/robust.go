@@ -109,6 +109,10 @@ type RobustPlan struct {
 	// startup delay in seconds (nil: DefaultRobustStartupS).
 	Budget   int
 	StartupS *float64
+	// Mode is every case's deployment shape: config.ModeDisagg (empty: the default), a
+	// prefill and a decode pool, or config.ModeAgg, one pool of engines that run chunked
+	// prefill and decode in the same passes.
+	Mode config.Mode
 	// ScenarioDir, when set, is a new (or empty) folder Robustness writes every case a
 	// scenario file can replay to, as <case>.yaml for `planner simulate --scenario`, before
 	// running them; ScenarioProfileArg is appended to the replay command each file's first
@@ -151,6 +155,8 @@ type RobustReport struct {
 	// from the end of its first startup window).
 	Budget   int     `json:"budget"`
 	StartupS float64 `json:"startup_s"`
+	// Mode is every case's deployment shape (disagg or agg).
+	Mode config.Mode `json:"mode"`
 	// Traces are the plan's trace files of the user's own (RobustPlan.Traces), as given.
 	Traces []RobustTrace `json:"traces,omitempty"`
 	Cases  []RobustCase  `json:"cases"`
@@ -214,7 +220,7 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, startup, err := rp.deployment()
+	_, startup, _, err := rp.deployment()
 	if err != nil {
 		return nil, err
 	}
@@ -416,22 +422,28 @@ func (t RobustTrace) label() string {
 	return predict.TraceFilter{Model: t.Model}.Label(filepath.Base(t.Path))
 }
 
-// deployment is every case's GPU budget and startup delay: the plan's, or the defaults.
-func (rp RobustPlan) deployment() (budget int, startupS float64, err error) {
-	budget, startupS = rp.Budget, DefaultRobustStartupS
+// deployment is every case's GPU budget, startup delay and mode: the plan's, or the defaults.
+func (rp RobustPlan) deployment() (budget int, startupS float64, mode config.Mode, err error) {
+	budget, startupS, mode = rp.Budget, DefaultRobustStartupS, rp.Mode
+	if mode == "" {
+		mode = config.ModeDisagg
+	}
+	if mode != config.ModeDisagg && mode != config.ModeAgg {
+		return 0, 0, "", fmt.Errorf("evaluate: robustness: mode %q: want %q or %q", rp.Mode, config.ModeDisagg, config.ModeAgg)
+	}
 	if budget == 0 {
 		budget = DefaultRobustBudget
 	}
 	if budget < 2 || budget > MaxRobustBudget {
-		return 0, 0, fmt.Errorf("evaluate: robustness: GPU budget %d: want 2..%d (one engine of each role at least)", budget, MaxRobustBudget)
+		return 0, 0, "", fmt.Errorf("evaluate: robustness: GPU budget %d: want 2..%d (one engine of each role at least)", budget, MaxRobustBudget)
 	}
 	if s := rp.StartupS; s != nil {
 		if !(*s >= 0 && *s <= MaxRobustStartupS) {
-			return 0, 0, fmt.Errorf("evaluate: robustness: startup %v s: want 0..%d", *s, MaxRobustStartupS)
+			return 0, 0, "", fmt.Errorf("evaluate: robustness: startup %v s: want 0..%d", *s, MaxRobustStartupS)
 		}
 		startupS = *s
 	}
-	return budget, startupS, nil
+	return budget, startupS, mode, nil
 }
 
 // scales are the rate scales the cases draw from: the plan's, or the defaults when both are 0.
@@ -560,7 +572,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		return nil, errors.New("evaluate: robustness: no profile")
 	}
 	policies := rp.policies()
-	budget, startup, err := rp.deployment()
+	budget, startup, mode, err := rp.deployment()
 	if err != nil {
 		return nil, err
 	}
@@ -568,9 +580,9 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Traces: rp.Traces, Cases: make([]RobustCase, len(inputs))}
+	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Mode: mode, Traces: rp.Traces, Cases: make([]RobustCase, len(inputs))}
 	if rp.ScenarioDir != "" {
-		files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup)
+		files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup, mode)
 		if err != nil {
 			return nil, err
 		}
@@ -593,7 +605,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := rp.runCase(ctx, in, policies, budget, startup)
+			c, err := rp.runCase(ctx, in, policies, budget, startup, mode)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Cases[i], errs[i] = c, err
@@ -619,12 +631,17 @@ func (rp RobustPlan) policies() []string {
 }
 
 // runCase scores one case (its replays one at a time: the cases run in parallel).
-func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string, budget int, startupS float64) (RobustCase, error) {
+func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string, budget int, startupS float64, mode config.Mode) (RobustCase, error) {
 	var specs []PolicySpec
 	for _, p := range policies {
 		specs = append(specs, PolicySpec{Name: p, Builtin: p})
 	}
 	sc, err := NewScenario(in.name, in.sla, 0.9, startupS, budget, specs)
+	if err != nil {
+		return RobustCase{}, err
+	}
+	sc.Mode = mode
+	err = sc.Validate()
 	if err != nil {
 		return RobustCase{}, err
 	}
@@ -780,7 +797,11 @@ func median(v []float64) float64 {
 
 // WriteMarkdown writes the benchmark: the distribution per run, then every case.
 func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
-	fmt.Fprintf(w, "Seed %d, %d cases, each scored from %g s; budget %d GPUs; startup %g s.\n\n", rep.Seed, len(rep.Cases), rep.StartupS, rep.Budget, rep.StartupS)
+	shape := ""
+	if rep.Mode == config.ModeAgg {
+		shape = "; aggregated deployments (mode agg: one pool of engines running chunked prefill and decode in the same passes)"
+	}
+	fmt.Fprintf(w, "Seed %d, %d cases, each scored from %g s; budget %d GPUs; startup %g s%s.\n\n", rep.Seed, len(rep.Cases), rep.StartupS, rep.Budget, rep.StartupS, shape)
 	if len(rep.Traces) > 0 {
 		var names []string
 		for _, t := range rep.Traces {
@@ -858,7 +879,7 @@ func (rep *RobustReport) runNames() []string {
 // same second. Each is validated as LoadScenario would. It returns the files, in case order,
 // and the cases left out (shapes, ServeGen's rates and clients: their arrivals are drawn from
 // rate series no scenario key describes).
-func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budget int, startup float64) (files []scenarioFile, skipped []string, err error) {
+func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budget int, startup float64, mode config.Mode) (files []scenarioFile, skipped []string, err error) {
 	for _, in := range inputs {
 		if in.spec == nil {
 			skipped = append(skipped, in.name)
@@ -871,7 +892,7 @@ func (rp RobustPlan) scenarioFiles(inputs []robustInput, policies []string, budg
 			}
 		}
 		sc := Scenario{Name: in.name, Description: fmt.Sprintf("robustness seed %d, %s: %s", rp.Seed, in.name, in.detail),
-			Trace: spec, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: startup, MaxGPUBudget: budget}
+			Trace: spec, SLA: in.sla, GoodputTarget: 0.9, StartupSeconds: startup, MaxGPUBudget: budget, Mode: mode}
 		for _, p := range policies {
 			sc.Policies = append(sc.Policies, PolicySpec{Name: p, Builtin: p})
 		}

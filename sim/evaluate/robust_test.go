@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/stat"
+
+	"github.com/llmplanner/planner/config"
 )
 
 // robustData writes small stand-ins of the shared traces: an hour of each at a low rate.
@@ -253,6 +255,33 @@ func TestRobustness_NoStatic(t *testing.T) {
 	require.Contains(t, md.String(), fmt.Sprintf("| %.2f | - |", c.LowerBoundGPUHours), "the case has no best static")
 }
 
+// TestRobustness_Agg: with Mode agg every case runs aggregated deployments — the policies'
+// pools and the static deployments searched are one pool of engines — and the report says
+// so; a mode other than disagg or agg is refused before any case runs.
+func TestRobustness_Agg(t *testing.T) {
+	rep, err := Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead}, Mode: config.ModeAgg, Parallel: 1})
+	require.NoError(t, err)
+	require.Equal(t, config.ModeAgg, rep.Mode)
+	c := rep.Cases[0]
+	require.Equal(t, "ahead", c.Rows[0].Name)
+	require.Zero(t, c.Rows[0].PrefillGPUHours, "no prefill pool")
+	require.Positive(t, c.Rows[0].DecodeGPUHours)
+	require.Contains(t, c.BestStatic, "agg", "the static deployments are aggregated")
+	var md bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "startup 60 s; aggregated deployments (mode agg")
+
+	disagg, err := Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1})
+	require.NoError(t, err)
+	require.Equal(t, config.ModeDisagg, disagg.Mode, "the default")
+	require.Positive(t, disagg.Cases[0].Rows[0].PrefillGPUHours)
+
+	_, err = Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t), Mode: "prefill"})
+	require.ErrorContains(t, err, `mode "prefill": want "disagg" or "agg"`)
+}
+
 func TestMedian(t *testing.T) {
 	require.Zero(t, median(nil))
 	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
@@ -453,7 +482,7 @@ func TestRobustPlan_ScenarioFiles(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "scenarios")
 	cases, err := rp.cases()
 	require.NoError(t, err)
-	files, skipped, err := rp.scenarioFiles(cases, rp.policies(), 12, startup)
+	files, skipped, err := rp.scenarioFiles(cases, rp.policies(), 12, startup, config.ModeAgg)
 	require.NoError(t, err)
 	require.Equal(t, []string{"case-02-shapes", "case-06-shapes"}, skipped)
 	require.Equal(t, "2 shapes", skippedBySource(cases, skipped))
@@ -468,7 +497,7 @@ func TestRobustPlan_ScenarioFiles(t *testing.T) {
 	require.ErrorContains(t, err, "is not empty", "files of another run are not mixed in")
 	_, err = writeScenarios(filepath.Join(t.TempDir(), "none"), "", rp.Seed, nil, skipped)
 	require.ErrorContains(t, err, "no case can be written")
-	_, _, err = rp.scenarioFiles(cases, []string{PolicyAhead, PolicyAhead}, 12, startup)
+	_, _, err = rp.scenarioFiles(cases, []string{PolicyAhead, PolicyAhead}, 12, startup, config.ModeAgg)
 	require.ErrorContains(t, err, "twice", "a scenario simulate would refuse is not written")
 	for _, in := range cases {
 		if in.source == SourceShapes {
@@ -482,6 +511,7 @@ func TestRobustPlan_ScenarioFiles(t *testing.T) {
 		require.Equal(t, 90.0, sc.StartupSeconds)
 		require.Equal(t, 90.0, sc.ScoredFrom(), "scored from the same second")
 		require.Equal(t, 12, sc.MaxGPUBudget)
+		require.Equal(t, config.ModeAgg, sc.Mode, "the cases' deployment shape")
 		require.Equal(t, []PolicySpec{{Name: PolicyAhead, Builtin: PolicyAhead}}, sc.Policies)
 		reqs, _, err := sc.Requests(t.TempDir()) // trace files by absolute path: no data folder needed
 		require.NoError(t, err, in.name)
