@@ -245,6 +245,13 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	if m == nil {
 		return 0, "aggregated: no perf model", false
 	}
+	// The profile's pass times when the deployment has a profile (profileAggPass: the perf
+	// model's aggregated regression swings with the batch the engines run), else the perf
+	// model's.
+	pass, passSource := passFunc(m.PassTime), "the perf model's pass times"
+	if t.p.aggProfilePass != nil {
+		pass, passSource = t.p.aggProfilePass, "the profile's pass times"
+	}
 	caps := t.caps.Decode
 	if caps == nil {
 		caps = &EngineCapabilities{}
@@ -256,7 +263,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 		Accept: t.acceptLength(), Chunk: lim.MaxNumBatchedTokens, ITL: t.p.cfg.ITLMs / 1000,
 	}
 	s.MaxBatch = min(lim.MaxNumSeqs, clampCount(float64(lim.MaxKVTokens)/s.Ctx))
-	batch, eligible, ok := aggCapacity(s, m.PassTime)
+	batch, eligible, ok := aggCapacity(s, pass)
 	if !ok {
 		return 0, "aggregated: perf model not ready", false
 	}
@@ -271,7 +278,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	if !eligible {
 		keep = 1
 	}
-	pt, ok := s.at(m.PassTime, keep)
+	pt, ok := s.at(pass, keep)
 	if !ok || !(pt.RPS > 0) {
 		return 0, "aggregated: perf model not ready", false
 	}
@@ -297,12 +304,12 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	ready := t.current(Decode)
 	nowService := pt.Decode + pt.Prefill
 	if ready > 0 {
-		if v, ok := s.service(m.PassTime, aggBatchAt(s, m.PassTime, f.Level/float64(ready), keep)); ok {
+		if v, ok := s.service(pass, aggBatchAt(s, pass, f.Level/float64(ready), keep)); ok {
 			nowService = v
 		}
 	}
 	excess := t.learnExcessWait(f, nowService, cs2, s.ISL)
-	n, service, ok := aggEngines(s, m.PassTime, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, missShare, limit)
+	n, service, ok := aggEngines(s, pass, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, missShare, limit)
 	if !ok {
 		return 0, "aggregated: perf model not ready", false
 	}
@@ -324,19 +331,19 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	}
 	// The ready pool at the current rate, as modelled.
 	if ready > 0 && f.Level > 0 {
-		bb := aggBatchAt(s, m.PassTime, f.Level/float64(ready), float64(s.MaxBatch))
-		if p, ok := s.at(m.PassTime, bb); ok {
+		bb := aggBatchAt(s, pass, f.Level/float64(ready), float64(s.MaxBatch))
+		if p, ok := s.at(pass, bb); ok {
 			t.diag.EstimatedITLMs = ptr(p.ITL * 1000)
 		}
-		if sv, ok := s.service(m.PassTime, bb); ok {
+		if sv, ok := s.service(pass, bb); ok {
 			if load := f.Level * sv; float64(ready) > load {
 				wait := erlangC(ready, load)*sv/(float64(ready)-load)*(1+cs2)/2 + excess/float64(ready)
 				t.diag.EstimatedTTFTMs = ptr((sv + wait) * 1000)
 			}
 		}
 	}
-	note := fmt.Sprintf("aggregated %d (%.2f req/s incl. backlog %.0f tokens %.0f requests; %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA with chunks interleaved, %.1f ms of prefill per prompt; prompt service %.0f ms, cs² %.2f, excess wait %.0f ms·engine; %.0f requests held at the %.0f%% quantile)",
-		n, rate, backlogTokens, backlogReqs, perEngine, keep, b, pt.Prefill*1000, service*1000, cs2, excess*1000, held, 100*(1-aheadBurstShare))
+	note := fmt.Sprintf("aggregated %d (%.2f req/s incl. backlog %.0f tokens %.0f requests; %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA with chunks interleaved (%s), %.1f ms of prefill per prompt; prompt service %.0f ms, cs² %.2f, excess wait %.0f ms·engine; %.0f requests held at the %.0f%% quantile)",
+		n, rate, backlogTokens, backlogReqs, perEngine, keep, b, passSource, pt.Prefill*1000, service*1000, cs2, excess*1000, held, 100*(1-aheadBurstShare))
 	if !eligible {
 		note += "; not even one request meets the ITL SLA with the chunks interleaved: sized at batch 1"
 	}

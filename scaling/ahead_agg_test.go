@@ -218,3 +218,84 @@ func TestAhead_AggBacklogCountsWholePrompts(t *testing.T) {
 	require.Greater(t, none, 5.0, "the backlog adds to the rate")
 	require.Equal(t, none, rateAt(ptr(0.5)), "half the prompt cached: the same 10 requests queued")
 }
+
+// TestProfileAggPass: an aggregated pass costs the profile's prefill TTFT of its new tokens
+// plus its decode ITL at the batch's KV usage and mean context (at least 1 ms).
+func TestProfileAggPass(t *testing.T) {
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	pi, err := perf.NewPrefillInterpolator(prof.Prefill)
+	require.NoError(t, err)
+	di, err := perf.NewDecodeInterpolator(prof.Decode)
+	require.NoError(t, err)
+	pass := profileAggPass(pi, di)
+	maxKV := float64(di.MaxKVTokens())
+
+	got, ok := pass(2000, 0, 0)
+	require.True(t, ok)
+	require.InDelta(t, pi.TTFTMs(2000)/1000, got, 1e-12, "prefill only")
+	itl, _ := di.At(32*1100/maxKV, 1100)
+	got, ok = pass(0, 32, 32*1100)
+	require.True(t, ok)
+	require.InDelta(t, math.Max(1, itl)/1000, got, 1e-12, "decode only")
+	got, ok = pass(2000, 32, 32*1100)
+	require.True(t, ok)
+	require.InDelta(t, (pi.TTFTMs(2000)+math.Max(1, itl))/1000, got, 1e-12, "a mixed pass costs both parts")
+	got, ok = pass(0, 0, 0)
+	require.True(t, ok)
+	require.Zero(t, got, "an empty pass")
+}
+
+// TestAhead_AggSizesWithTheProfile: with a profile, the aggregated sizing's pass times are
+// the profile's, so a loaded engine's passes, which the perf model's regression refits to,
+// leave its SLA batch where it was; without one the perf model sizes the pool, and the same
+// passes move it (from 11 requests on the profile's points alone to 28 here).
+func TestAhead_AggSizesWithTheProfile(t *testing.T) {
+	cfg := slaConfig(func(c *config.Config) {
+		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
+		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 10, 16
+	})
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	batchRe := regexp.MustCompile(`batch \d+ of (\d+) at the ITL SLA with chunks interleaved \(([^)]*)\)`)
+	pi, err := perf.NewPrefillInterpolator(prof.Prefill)
+	require.NoError(t, err)
+	di, err := perf.NewDecodeInterpolator(prof.Decode)
+	require.NoError(t, err)
+	truth := profileAggPass(pi, di)
+	slaBatch := func(p *Planner, loaded bool) (int, string) {
+		t.Helper()
+		st := mustInit(t, p, 0, ProfileBootstrap(prof, config.ModeAgg))
+		in := aheadInput(5, 0, 2, 0, 2, 20)
+		if loaded {
+			// One loaded engine's passes, timed as the profile times them: 40 to 79 requests
+			// of 3,150 tokens decoding, and every other pass a 3,000-token prompt beside them.
+			for i := range 400 {
+				reqs, tokens := int64(40+i%40), int64(3000*(i%2))
+				wall, ok := truth(tokens, reqs, reqs*3150)
+				require.True(t, ok)
+				in.FPM.DecodeSamples = append(in.FPM.DecodeSamples, perf.FPM{Version: perf.FPMVersion, WorkerID: "a0", WallTime: wall,
+					Scheduled: perf.ScheduledRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens, NumDecodeRequests: reqs, SumDecodeKVTokens: reqs * 3150}})
+			}
+		}
+		_, _, diag, err := p.Decide(st, in)
+		require.NoError(t, err)
+		m := batchRe.FindStringSubmatch(strings.Join(diag.Notes, "\n"))
+		require.Len(t, m, 3, "the aggregated sizing's note: %v", diag.Notes)
+		b, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return b, m[2]
+	}
+	withProfile, err := New(cfg, prof)
+	require.NoError(t, err)
+	calm, source := slaBatch(withProfile, false)
+	require.Equal(t, "the profile's pass times", source)
+	swung, _ := slaBatch(withProfile, true)
+	require.Equal(t, calm, swung, "the profile's pass times do not move with the engines' passes")
+
+	alone := mustPlanner(t, cfg)
+	calm, source = slaBatch(alone, false)
+	require.Equal(t, "the perf model's pass times", source)
+	swung, _ = slaBatch(alone, true)
+	require.NotEqual(t, calm, swung, "the same passes move the perf model's SLA batch")
+}

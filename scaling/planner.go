@@ -152,16 +152,20 @@ type Tick struct {
 }
 
 // Planner is the decision core of one deployment: the validated configuration and the
-// static perf inputs (profile interpolators for the classic sizing). It holds no mutable
-// state and is safe for concurrent use; everything that changes lives in State.
+// static perf inputs (profile interpolators for the classic sizing, and the profile's pass
+// model for the ahead policy's aggregated sizing). It holds no mutable state and is safe for
+// concurrent use; everything that changes lives in State.
 type Planner struct {
 	cfg         config.Config
 	regOpts     perf.RegressionOptions
 	predOpts    predict.Options
 	prefillProf *perf.PrefillInterpolator
 	decodeProf  *perf.DecodeInterpolator
-	loadI       float64
-	thrI        float64
+	// aggProfilePass is an aggregated engine's forward pass as the profile measured its
+	// parts (profileAggPass); nil unless mode agg with a profile of both parts.
+	aggProfilePass passFunc
+	loadI          float64
+	thrI           float64
 }
 
 // ErrProfileRequired is returned when the classic interpolation sizing has no profile.
@@ -203,6 +207,13 @@ func New(cfg config.Config, profile *perf.Profile) (*Planner, error) {
 				return nil, fmt.Errorf("scaling: %w", err)
 			}
 			p.decodeProf = di
+		}
+		if cfg.Mode == config.ModeAgg && profile.Prefill != nil && p.decodeProf != nil {
+			pi, err := perf.NewPrefillInterpolator(profile.Prefill)
+			if err != nil {
+				return nil, fmt.Errorf("scaling: %w", err)
+			}
+			p.aggProfilePass = profileAggPass(pi, p.decodeProf)
 		}
 	}
 	if p.usesInterpolation() {
