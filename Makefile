@@ -86,24 +86,29 @@ SHAPES_CASES := 10
 # ServeGen's clients with their measured burstiness (docs/simulate.md), on the same seed: a source the policy
 # was not tuned on.
 CLIENTS_CASES := 10
+# The same benchmark's sources with every case an aggregated deployment (--mode agg), on the same seed:
+# the aggregated sizing was never run on the seeded cases before 2026-11-28.
+AGG_CASES := 10
 
 .PHONY: bench-sim
-bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, and 10 each of the synthetic shapes and of ServeGen's clients with the oracle); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 35 minutes on 2 cores (34m41s and 35m32s on 2026-11-27; 4 for the scenarios).
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 35 minutes on 2 cores (34m41s and 35m32s on 2026-11-27; 4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
-	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md; mkdir -p $(BENCH_OUT)
+	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md; mkdir -p $(BENCH_OUT)
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
 	@$(TOOLS)/planner robustness --sources shapes --cases $(SHAPES_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/shapes.json > $(BENCH_OUT)/shapes.md || exit 1
 	@$(TOOLS)/planner robustness --sources servegen-clients --cases $(CLIENTS_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/clients.json > $(BENCH_OUT)/clients.md || exit 1
-	@for m in results robust shapes clients; do grep -q "<!-- $$m:begin -->" docs/benchmarks.md && grep -q "<!-- $$m:end -->" docs/benchmarks.md \
+	@$(TOOLS)/planner robustness --mode agg --cases $(AGG_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/agg.json > $(BENCH_OUT)/agg.md || exit 1
+	@for m in results robust shapes clients agg; do grep -q "<!-- $$m:begin -->" docs/benchmarks.md && grep -q "<!-- $$m:end -->" docs/benchmarks.md \
 		|| { echo "docs/benchmarks.md: the <!-- $$m:begin/end --> markers are missing; nothing rewritten" >&2; exit 1; }; done
-	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md -v k=$(BENCH_OUT)/clients.md \
-		'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"; while((getline l < h)>0) u=u l "\n"; while((getline l < k)>0) c=c l "\n"} \
+	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md -v k=$(BENCH_OUT)/clients.md -v a=$(BENCH_OUT)/agg.md \
+		'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"; while((getline l < h)>0) u=u l "\n"; while((getline l < k)>0) c=c l "\n"; while((getline l < a)>0) x=x l "\n"} \
 		/<!-- results:begin -->/{print; printf "%s", r; skip=1; next} /<!-- results:end -->/{skip=0} \
 		/<!-- robust:begin -->/{print; printf "%s", q; skip=1; next} /<!-- robust:end -->/{skip=0} \
 		/<!-- shapes:begin -->/{print; printf "%s", u; skip=1; next} /<!-- shapes:end -->/{skip=0} \
-		/<!-- clients:begin -->/{print; printf "%s", c; skip=1; next} /<!-- clients:end -->/{skip=0} !skip' \
+		/<!-- clients:begin -->/{print; printf "%s", c; skip=1; next} /<!-- clients:end -->/{skip=0} \
+		/<!-- agg:begin -->/{print; printf "%s", x; skip=1; next} /<!-- agg:end -->/{skip=0} !skip' \
 		docs/benchmarks.md > $(BENCH_OUT)/benchmarks.md && mv $(BENCH_OUT)/benchmarks.md docs/benchmarks.md
 	@echo "docs/benchmarks.md regenerated ($$(git diff --stat -- docs/benchmarks.md 2>/dev/null | tail -1 || true)); reports in $(BENCH_OUT)/"
 
