@@ -248,9 +248,9 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	// The profile's pass times when the deployment has a profile (profileAggPass: the perf
 	// model's aggregated regression swings with the batch the engines run), else the perf
 	// model's.
-	pass, passSource := passFunc(m.PassTime), "the perf model's pass times"
+	pass, passSource, notReady := passFunc(m.PassTime), "the perf model's pass times", "aggregated: perf model not ready"
 	if t.p.aggProfilePass != nil {
-		pass, passSource = t.p.aggProfilePass, "the profile's pass times"
+		pass, passSource, notReady = t.p.aggProfilePass, "the profile's pass times", "aggregated: the profile's pass times could not be computed"
 	}
 	caps := t.caps.Decode
 	if caps == nil {
@@ -265,9 +265,10 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	s.MaxBatch = min(lim.MaxNumSeqs, clampCount(float64(lim.MaxKVTokens)/s.Ctx))
 	batch, eligible, ok := aggCapacity(s, pass)
 	if !ok {
-		return 0, "aggregated: perf model not ready", false
+		return 0, notReady, false
 	}
-	// The perf model's regression can swing: the smallest SLA batch of the last lead time.
+	// The perf model's regression can swing: the smallest SLA batch of the last lead time (with
+	// the profile's pass times it moves only with the lengths and the SLA).
 	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(batch), lead))
 	// Keep the Poisson spread of the batch under the SLA batch, as the decode sizing does:
 	// the prompts arriving over one request's life are the batch too, so the same spread
@@ -280,7 +281,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	}
 	pt, ok := s.at(pass, keep)
 	if !ok || !(pt.RPS > 0) {
-		return 0, "aggregated: perf model not ready", false
+		return 0, notReady, false
 	}
 	perEngine := pt.RPS
 	// What the engines did: the rate per engine at which the observed ITL neared the SLA,
@@ -311,7 +312,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	excess := t.learnExcessWait(f, nowService, cs2, s.ISL)
 	n, service, ok := aggEngines(s, pass, rate, perEngine, keep, t.p.cfg.TTFTMs/1000, cs2, missShare, limit)
 	if !ok {
-		return 0, "aggregated: perf model not ready", false
+		return 0, notReady, false
 	}
 	// The burst's share of one engine waits about twice the mean excess wait; at most twice
 	// the ready pool per decision, should the latency not be the load's.

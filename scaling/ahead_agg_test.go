@@ -244,6 +244,33 @@ func TestProfileAggPass(t *testing.T) {
 	got, ok = pass(0, 0, 0)
 	require.True(t, ok)
 	require.Zero(t, got, "an empty pass")
+
+}
+
+// TestNew_AggProfilePassForAheadOnly: the profile's aggregated pass model is built for the
+// ahead policy in mode agg with a profile, and for nothing else — Dynamo's policies and the
+// disaggregated modes never see it.
+func TestNew_AggProfilePassForAheadOnly(t *testing.T) {
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		mode   config.Mode
+		policy config.ScalingPolicy
+		prof   *perf.Profile
+		want   bool
+	}{
+		"ahead agg":          {config.ModeAgg, config.PolicyAhead, prof, true},
+		"ahead agg, no prof": {config.ModeAgg, config.PolicyAhead, nil, false},
+		"dynamo agg":         {config.ModeAgg, config.PolicyDynamo, prof, false},
+		"ahead disagg":       {config.ModeDisagg, config.PolicyAhead, prof, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := slaConfig(func(c *config.Config) { c.Mode, c.ScalingPolicy = tc.mode, tc.policy })
+			p, err := New(cfg, tc.prof)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, p.aggProfilePass != nil)
+		})
+	}
 }
 
 // TestAhead_AggSizesWithTheProfile: with a profile, the aggregated sizing's pass times are

@@ -60,9 +60,10 @@ func (t *tick) profileDecodeCap(b, pb, ctx float64, source string) (float64, str
 // profileAggPass is an aggregated engine's forward pass (seconds) as the pre-deployment
 // profile measured its parts: the prefill TTFT of the pass's new prompt tokens (the prefill
 // curve, clamped to its ISL range) plus the decode ITL of its batch at the batch's KV usage
-// and mean context (the direct interpolation, at least 1 ms). The profile measures prefill
-// and decode apart, so a mixed pass is taken to cost both; a real engine that overlaps them
-// is faster, which costs GPU-hours, not goodput.
+// and mean context (the direct interpolation, at least 1 ms; past the profile's points, the
+// nearest one's, which the context decides: the usage is a fraction, the context tokens). The profile measures prefill and decode apart, so a
+// mixed pass is taken to cost both; a real engine that overlaps them is faster, which costs
+// GPU-hours, not goodput.
 //
 // The ahead policy sizes an aggregated pool with it when the deployment has a profile,
 // rather than with the perf model (Dynamo's aggregated regression of a pass's time over its

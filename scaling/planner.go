@@ -162,7 +162,8 @@ type Planner struct {
 	prefillProf *perf.PrefillInterpolator
 	decodeProf  *perf.DecodeInterpolator
 	// aggProfilePass is an aggregated engine's forward pass as the profile measured its
-	// parts (profileAggPass); nil unless mode agg with a profile of both parts.
+	// parts (profileAggPass), for the ahead policy; nil unless scaling_policy ahead in mode
+	// agg with a profile of both parts (Dynamo's policies never read it).
 	aggProfilePass passFunc
 	loadI          float64
 	thrI           float64
@@ -208,7 +209,7 @@ func New(cfg config.Config, profile *perf.Profile) (*Planner, error) {
 			}
 			p.decodeProf = di
 		}
-		if cfg.Mode == config.ModeAgg && profile.Prefill != nil && p.decodeProf != nil {
+		if cfg.ScalingPolicy == config.PolicyAhead && cfg.Mode == config.ModeAgg && profile.Prefill != nil && p.decodeProf != nil {
 			pi, err := perf.NewPrefillInterpolator(profile.Prefill)
 			if err != nil {
 				return nil, fmt.Errorf("scaling: %w", err)

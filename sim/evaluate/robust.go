@@ -435,7 +435,7 @@ func (rp RobustPlan) deployment() (budget int, startupS float64, mode config.Mod
 		budget = DefaultRobustBudget
 	}
 	if budget < 2 || budget > MaxRobustBudget {
-		return 0, 0, "", fmt.Errorf("evaluate: robustness: GPU budget %d: want 2..%d (one engine of each role at least)", budget, MaxRobustBudget)
+		return 0, 0, "", fmt.Errorf("evaluate: robustness: GPU budget %d: want 2..%d", budget, MaxRobustBudget)
 	}
 	if s := rp.StartupS; s != nil {
 		if !(*s >= 0 && *s <= MaxRobustStartupS) {
