@@ -244,7 +244,6 @@ func TestProfileAggPass(t *testing.T) {
 	got, ok = pass(0, 0, 0)
 	require.True(t, ok)
 	require.Zero(t, got, "an empty pass")
-
 }
 
 // TestNew_AggProfilePassForAheadOnly: the profile's aggregated pass model is built for the

@@ -61,18 +61,18 @@ func (t *tick) profileDecodeCap(b, pb, ctx float64, source string) (float64, str
 // profile measured its parts: the prefill TTFT of the pass's new prompt tokens (the prefill
 // curve, clamped to its ISL range) plus the decode ITL of its batch at the batch's KV usage
 // and mean context (the direct interpolation, at least 1 ms; past the profile's points, the
-// nearest one's, which the context decides: the usage is a fraction, the context tokens). The profile measures prefill and decode apart, so a
-// mixed pass is taken to cost both; a real engine that overlaps them is faster, which costs
-// GPU-hours, not goodput.
+// nearest one's, which the context decides: the usage is a fraction, the context tokens).
+// The profile measures prefill and decode apart, so a mixed pass is taken to cost both; a
+// real engine that overlaps them is faster, which costs GPU-hours, not goodput.
 //
 // The ahead policy sizes an aggregated pool with it when the deployment has a profile,
 // rather than with the perf model (Dynamo's aggregated regression of a pass's time over its
 // prompt tokens and decode KV tokens). That regression has no term for the decode requests,
 // so its intercept carries their cost at whatever batch the engines ran: on one loaded
 // engine the two terms rise together and the fit swings. On a 900 s sinusoid (ISL 1,000,
-// OSL 200, ITL 15 ms) its intercept went from 4 to 16 ms and back within two minutes, the SLA
-// batch from 71 to 1, and the pool from 2 engines to 16 and back to 2 (docs/policy.md,
-// "Aggregated pass times from the profile").
+// OSL 200, ITL 15 ms) its intercept rose from 5 to 16 ms within two minutes and fell back,
+// the SLA batch went from 68 to 1 and back to 71, and the pool from 2 engines to 16 and back
+// to 2 (docs/policy.md, "Aggregated pass times from the profile").
 func profileAggPass(prefill *perf.PrefillInterpolator, decode *perf.DecodeInterpolator) passFunc {
 	maxKV := float64(decode.MaxKVTokens())
 	return func(prefillTokens, decodeRequests, decodeKV int64) (float64, bool) {

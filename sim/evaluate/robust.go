@@ -641,8 +641,7 @@ func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []str
 		return RobustCase{}, err
 	}
 	sc.Mode = mode
-	err = sc.Validate()
-	if err != nil {
+	if err := sc.Validate(); err != nil {
 		return RobustCase{}, err
 	}
 	sc.Description = in.detail
