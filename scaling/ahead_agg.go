@@ -125,11 +125,19 @@ func (s aggShape) service(pass passFunc, b float64) (float64, bool) {
 	return total, true
 }
 
+// aggScanBatches bounds the batches aggCapacity and aggBatchAt count up one at a time (as the
+// disaggregated profile batch is counted, up to 4096); past it they bisect, as if the surface
+// were monotonic there.
+const aggScanBatches = 4096
+
 // aggCapacity is the largest mean decode batch (an integer in 1..MaxBatch) whose ITL, with
 // the chunks of the prompts that keep it interleaved, meets the SLA and whose prompts fit
-// the passes' budget: the aggregated engine's SLA batch. eligible is false when not even
-// one request meets it (the batch is then 1). ok is false when the pass model fails or the
-// shape is absurd (no tokens, no budget).
+// the passes' budget: the aggregated engine's SLA batch. It is counted up from 1 to the first
+// batch that does not: a measured surface need not be monotonic in the batch (an
+// interpolated profile's ITL can dip as the KV usage grows), and the engines reach a batch
+// through every one below it, so a batch past the first miss is not one they run within the
+// SLA. eligible is false when not even one request meets it (the batch is then 1). ok is
+// false when the pass model fails or the shape is absurd (no tokens, no budget).
 func aggCapacity(s aggShape, pass passFunc) (batch int64, eligible, ok bool) {
 	if !(s.ISL > 0) || !(s.OSL > 0) || !(s.Ctx > 0) || !(s.Accept >= 1) || !(s.ITL > 0) || s.Chunk < 2 || s.MaxBatch < 1 ||
 		!finite(s.ISL) || !finite(s.OSL) || !finite(s.Ctx) || !finite(s.Accept) || !finite(s.ITL) {
@@ -139,15 +147,26 @@ func aggCapacity(s aggShape, pass passFunc) (batch int64, eligible, ok bool) {
 		p, ok := s.at(pass, float64(b))
 		return ok && p.Fits && p.ITL <= s.ITL, ok
 	}
-	m, ok := meets(1)
-	if !ok {
-		return 0, false, false
+	hi := min(s.MaxBatch, s.Chunk-1)
+	scan := min(hi, aggScanBatches)
+	var lo int64 // the batches 1..lo meet the SLA
+	for lo < scan {
+		m, ok := meets(lo + 1)
+		if !ok {
+			return 0, false, false
+		}
+		if !m {
+			break
+		}
+		lo++
 	}
-	if !m {
+	switch {
+	case lo == 0:
 		return 1, false, true
+	case lo < scan:
+		return lo, true, true
 	}
-	lo, hi := int64(1), min(s.MaxBatch, s.Chunk-1) // lo meets the SLA
-	for lo < hi {
+	for lo < hi { // every batch up to the scan's bound meets: bisect past it
 		mid := lo + (hi-lo+1)/2
 		m, ok := meets(mid)
 		if !ok {
@@ -162,10 +181,21 @@ func aggCapacity(s aggShape, pass passFunc) (batch int64, eligible, ok bool) {
 	return lo, true, true
 }
 
-// aggBatchAt is the mean decode batch (within 0..top) at which an engine serves rps
-// requests per second: the inverse of aggPoint.RPS, which grows with the batch.
+// aggBatchAt is the smallest mean decode batch (within 0..top) at which an engine serves rps
+// requests per second: the inverse of aggPoint.RPS, which grows with the batch on a
+// regression's surface but need not on a measured one — the batch grows from empty until
+// the engine keeps up, so the first batch that serves rps is the one it runs at. The whole
+// batches are counted up from 1 (up to aggScanBatches) to the first that serves it, then the
+// batch is bisected between it and the one before.
 func aggBatchAt(s aggShape, pass passFunc, rps, top float64) float64 {
 	lo, hi := 0.0, math.Max(1, top)
+	for k := 1.0; k < hi && k <= aggScanBatches; k++ {
+		if p, ok := s.at(pass, k); !ok || p.RPS >= rps {
+			hi = k
+			break
+		}
+		lo = k
+	}
 	for range 40 {
 		mid := (lo + hi) / 2
 		p, ok := s.at(pass, mid)

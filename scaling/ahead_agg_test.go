@@ -88,6 +88,73 @@ func TestAggCapacity(t *testing.T) {
 	require.Equal(t, int64(1), b1)
 }
 
+// bumpyPass is h200Pass with every pass carrying from..to decode requests add seconds (a
+// negative add is a dip): a measured surface that is not monotonic in the batch.
+func bumpyPass(from, to int64, add float64) passFunc {
+	return func(p, reqs, kv int64) (float64, bool) {
+		t, ok := h200Pass(p, reqs, kv)
+		if reqs >= from && reqs <= to {
+			t += add
+		}
+		return t, ok
+	}
+}
+
+func TestAggCapacity_FirstMissOnANonMonotonicSurface(t *testing.T) {
+	s := rrShape()
+	// Batches 20–30 run 4 ms faster a pass: past the first miss (18) the SLA is met again. A
+	// bisection from 1..511 lands on 30; the engines never get there within the SLA.
+	dip := bumpyPass(20, 30, -0.004)
+	b, eligible, ok := aggCapacity(s, dip)
+	require.True(t, ok)
+	require.True(t, eligible)
+	require.Equal(t, int64(17), b)
+	for k := int64(1); k <= b; k++ {
+		p, _ := s.at(dip, float64(k))
+		require.LessOrEqual(t, p.ITL, s.ITL, "batch %d", k)
+	}
+	p, _ := s.at(dip, 25)
+	require.LessOrEqual(t, p.ITL, s.ITL, "the dip meets the SLA again")
+
+	// Past the bound of the batches counted one at a time, the rest is bisected: free passes
+	// with unbounded limits still end.
+	free := rrShape()
+	free.MaxBatch, free.Chunk = 1<<20, 1<<20
+	bf, _, ok := aggCapacity(free, linearPass(0, 0, 0))
+	require.True(t, ok)
+	require.Greater(t, bf, int64(aggScanBatches))
+	last, _ := free.at(linearPass(0, 0, 0), float64(bf))
+	next, _ := free.at(linearPass(0, 0, 0), float64(bf+1))
+	require.True(t, last.Fits)
+	require.False(t, next.Fits, "the largest batch whose prompts fit the passes' budget")
+}
+
+func TestAggBatchAt_FirstBatchThatServesTheRate(t *testing.T) {
+	s := rrShape()
+	// Batches 10–14 run 6 ms slower a pass: the rate an engine serves falls there, so a rate
+	// batch 9 serves is served again only past the bump.
+	bump := bumpyPass(10, 14, 0.006)
+	p9, _ := s.at(bump, 9)
+	p10, _ := s.at(bump, 10)
+	require.Less(t, p10.RPS, p9.RPS, "the surface is not monotonic")
+	rps := 0.99 * p9.RPS
+	b := aggBatchAt(s, bump, rps, 40)
+	require.Greater(t, b, 8.0)
+	require.LessOrEqual(t, b, 9.0, "the first batch that serves the rate, not one past the bump")
+	p, _ := s.at(bump, b)
+	require.GreaterOrEqual(t, p.RPS, rps)
+	for k := 1.0; k < math.Floor(b); k++ {
+		q, _ := s.at(bump, k)
+		require.Less(t, q.RPS, rps, "batch %.0f", k)
+	}
+	// On a monotonic surface it is the inverse of the rate as before; a rate no batch up to
+	// top serves gets top.
+	mono := aggBatchAt(s, h200Pass, rps, 40)
+	pm, _ := s.at(h200Pass, mono)
+	require.InDelta(t, rps, pm.RPS, 1e-6)
+	require.Equal(t, 40.0, aggBatchAt(s, h200Pass, 1e6, 40))
+}
+
 func TestAggCapacity_AbsurdInputs(t *testing.T) {
 	failing := func(int64, int64, int64) (float64, bool) { return 0, false }
 	for name, tc := range map[string]struct {

@@ -148,3 +148,32 @@ func BenchmarkDecideAheadTick(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideAheadAggTick is one tick of the ahead policy sizing an aggregated pool on the
+// profile's pass times (the SLA batch counted up from 1, the batch at the rate per engine
+// counted up to where it is served) after ten minutes of steady traffic at 20 req/s.
+func BenchmarkDecideAheadAggTick(b *testing.B) {
+	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := New(slaConfig(func(c *config.Config) {
+		c.Mode, c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.ModeAgg, config.PolicyAhead, 200, 10, 32
+	}), profile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := mustInit(b, p, 0, ProfileBootstrap(profile, config.ModeAgg))
+	for now := 5.0; now <= 600; now += 5 {
+		if st, _, _, err = p.Decide(st, aheadInput(now, 0, 6, 0, 6, 20)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	in := aheadInput(605, 0, 6, 0, 6, 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := p.Decide(st, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
