@@ -212,7 +212,8 @@ var traceSuffixes = []string{".jsonl", ".jsonl.gz", ".csv", ".csv.gz"}
 // traceFiles is a --trace value's files: the file itself, or a folder's request traces —
 // its files (symbolic links followed) named with a traceSuffixes ending, sorted by name, not
 // its subfolders' — with those of another format (predict.TraceFormat: a ServeGen rate file,
-// say) and empty ones left out, each named with the reason; a folder without a trace is an
+// say), empty ones, and a compressed X.gz beside the X drawn (the same trace twice, as a
+// rule; given as files, both are drawn) left out, each named with the reason; a folder without a trace is an
 // error, and so is one with more than room traces (the rest of MaxRobustTraces), found
 // before its other files are read. A file given itself, or one that cannot be read, is left
 // to the plan, which reads every trace and names the one that fails.
@@ -228,9 +229,14 @@ func traceFiles(path string, room int) (files, leftOut []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("robustness: --trace: %w", err)
 	}
-	for _, e := range entries { // os.ReadDir sorts by name
+	drawn := map[string]bool{}
+	for _, e := range entries { // os.ReadDir sorts by name: X before X.gz
 		name := e.Name()
 		if !slices.ContainsFunc(traceSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
+			continue
+		}
+		if plain, ok := strings.CutSuffix(name, ".gz"); ok && drawn[plain] {
+			leftOut = append(leftOut, fmt.Sprintf("%s (%s is drawn: the same trace compressed, as a rule; give both as files to draw both)", name, plain))
 			continue
 		}
 		file := filepath.Join(path, name)
@@ -249,6 +255,7 @@ func traceFiles(path string, room int) (files, leftOut []string, err error) {
 			return nil, nil, fmt.Errorf("robustness: --trace %s: more than %d trace files in all", path, evaluate.MaxRobustTraces)
 		}
 		files = append(files, file)
+		drawn[name] = true
 	}
 	if len(files) == 0 {
 		why := ""

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -221,6 +222,12 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "rates.csv"), []byte("window,count\n0,5\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "blank.csv"), nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(folder, "blank.jsonl.gz"), nil, 0o644))
+	var gz bytes.Buffer // a.jsonl compressed beside it: drawn once
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write([]byte(b.String()))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(folder, "a.jsonl.gz"), gz.Bytes(), 0o644))
 	require.NoError(t, os.Symlink(filepath.Join(folder, "nested.csv"), filepath.Join(folder, "link.csv")))
 	stdout.Reset()
 	stderr.Reset()
@@ -232,7 +239,8 @@ func TestRobustness_OwnTrace(t *testing.T) {
 		"Trace files of your own, drawn in turn: a.jsonl (TTFT 400 ms, ITL 15 ms); b.jsonl (TTFT 400 ms, ITL 15 ms); mine.jsonl (TTFT 400 ms, ITL 15 ms).\n"} {
 		require.Contains(t, stdout.String(), want)
 	}
-	require.Contains(t, stderr.String(), "--trace "+folder+": left out blank.csv (empty), blank.jsonl.gz (empty), rates.csv (not a request trace)\n",
+	require.Contains(t, stderr.String(), "--trace "+folder+": left out a.jsonl.gz (a.jsonl is drawn: the same trace compressed, as a rule; give both as files to draw both), "+
+		"blank.csv (empty), blank.jsonl.gz (empty), rates.csv (not a request trace)\n",
 		"the subfolder, the link to it and README.md are not traces by name")
 
 	// More files than the cases drawing them, or than 64 in all: refused before any case.
