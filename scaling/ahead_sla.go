@@ -34,7 +34,7 @@ func (t *tick) forgetOtherSLA() {
 	}
 	var forgot []string
 	if itlChanged {
-		a.DecodeEdgeRPS, a.DecodeShown, a.DecodeConcurrency, a.DecodeBatch = 0, nil, nil, nil
+		a.DecodeEdgeRPS, a.DecodeWatchAt, a.DecodeShown, a.DecodeConcurrency, a.DecodeBatch = 0, 0, nil, nil, nil
 		forgot = append(forgot, "the decode edge rate, the batches the engines ran within the ITL target, the decode concurrency and SLA batches")
 	}
 	agg := t.p.cfg.Mode == config.ModeAgg

@@ -26,7 +26,7 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 		require.Equal(t, 200.0, a.LearnedTTFTMs, "the targets are recorded")
 		require.Equal(t, 10.0, a.LearnedITLMs)
 		require.Positive(t, a.ExcessWait, "an excess wait learned")
-		a.DecodeEdgeRPS = 5
+		a.DecodeEdgeRPS, a.DecodeWatchAt = 5, 60
 		a.DecodeShown = []ShownBatch{{N: 60, KV: 60 * 3150}}
 		a.FeedbackPrefill = &SLOFeedback{Missed: 2, Seen: 10, Headroom: 0.5, ChangedAt: 60}
 		a.FeedbackDecode = &SLOFeedback{Missed: 2, Seen: 10, Headroom: 0.5, ChangedAt: 60}
@@ -106,6 +106,7 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 			}
 
 			require.Equal(t, tc.want.decode, a.DecodeEdgeRPS > 0, "decode edge rate %v", a.DecodeEdgeRPS)
+			require.Equal(t, tc.want.decode, a.DecodeWatchAt > 0, "the last interval at the ITL watch %v", a.DecodeWatchAt)
 			require.Equal(t, tc.want.decode, len(a.DecodeShown) > 0, "batches shown %v", a.DecodeShown)
 			require.Equal(t, tc.want.decode, len(a.DecodeConcurrency) > 1, "decode concurrency %v", a.DecodeConcurrency)
 			if !tc.agg {

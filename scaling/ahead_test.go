@@ -586,6 +586,56 @@ func TestAhead_DecodeEdgeOnlyWhenSteady(t *testing.T) {
 	require.InDelta(t, 5, st.Ahead.DecodeEdgeRPS, 1, "steady 20 req/s on 4 decode engines at 90%% of the ITL SLA")
 }
 
+// TestAhead_DecodeEdgeNeedsTwoIntervalsAtTheWatch: on a disaggregated decode pool one
+// interval's mean ITL at the watch (one slow request among a few) teaches no edge, nor do two
+// apart; two in a row do. An aggregated pool learns from one: its ITL carries the prompts'
+// chunks, which come with the rate.
+func TestAhead_DecodeEdgeNeedsTwoIntervalsAtTheWatch(t *testing.T) {
+	run := func(p *Planner, st State, readyP, readyD int, itls []float64) State {
+		t.Helper()
+		now := 0.0
+		for range 12 { // a minute of steady arrivals under the watch
+			now += 5
+			next, _, _, err := p.Decide(st, aheadInput(now, readyP, readyD, readyP, readyD, 20))
+			require.NoError(t, err)
+			st = next
+		}
+		for _, itl := range itls {
+			now += 5
+			in := aheadInput(now, readyP, readyD, readyP, readyD, 20)
+			in.Traffic.ITLMs = ptr(itl)
+			next, _, _, err := p.Decide(st, in)
+			require.NoError(t, err)
+			st = next
+		}
+		return st
+	}
+	tests := []struct {
+		name  string
+		itls  []float64 // the observed ITL of the intervals after the calm minute (SLA 10 ms)
+		learn bool
+	}{
+		{"one interval at the watch", []float64{5, 9, 5, 5}, false},
+		{"two apart", []float64{9, 5, 9, 5}, false},
+		{"two in a row", []float64{5, 9, 9, 5}, true},
+		{"under the watch", []float64{7.9, 7.9, 7.9}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			st = run(p, st, 4, 4, tc.itls)
+			if tc.learn {
+				require.InDelta(t, 5, st.Ahead.DecodeEdgeRPS, 0.1, "20 req/s over 4 decode engines")
+			} else {
+				require.Zero(t, st.Ahead.DecodeEdgeRPS)
+			}
+		})
+	}
+	p, st := aggAheadPlanner(t)
+	st = run(p, st, 0, 4, []float64{5, 9, 5, 5})
+	require.InDelta(t, 5, st.Ahead.DecodeEdgeRPS, 0.1, "an aggregated pool: 20 req/s over 4 engines, from one interval")
+}
+
 // TestAhead_StartCountsAsNeeded: the deployment found at the start counts as what the first
 // bucket needed, so a quiet start followed by demand is a quiet gap like any other; and
 // nothing is scaled down before the trend window has been observed.
@@ -1139,7 +1189,8 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st2 := st
 			st2.Ahead = st.Ahead.clone()
-			in := aheadInput(5, 2, 2, 2, 2, 20)
+			st2.Ahead.DecodeWatchAt = 5 // the last interval was at the watch too
+			in := aheadInput(10, 2, 2, 2, 2, 20)
 			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
 				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: tc.before}
@@ -1179,8 +1230,8 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st2 := st
 			st2.Ahead = st.Ahead.clone()
-			st2.Ahead.PromptBacklog, st2.Ahead.DecodeEdgeRPS = tc.after, tc.edge
-			in := aheadInput(5, 2, 2, 2, 2, 20)
+			st2.Ahead.PromptBacklog, st2.Ahead.DecodeEdgeRPS, st2.Ahead.DecodeWatchAt = tc.after, tc.edge, 5
+			in := aheadInput(10, 2, 2, 2, 2, 20)
 			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
 			in.FPM.Prefill = prefillFPMs(tc.fpmWorkers)
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
@@ -1199,9 +1250,10 @@ func TestAhead_DecodeEdgePerWholeIntervalEngine(t *testing.T) {
 	}
 	first := aheadInput(5, 2, 2, 2, 2, 20)
 	first.FPM.Prefill = queued(75000) // 150,000 tokens queued over the two engines
+	first.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
 	next, _, _, err := p.Decide(st, first)
 	require.NoError(t, err)
-	require.Zero(t, next.Ahead.DecodeEdgeRPS)
+	require.Zero(t, next.Ahead.DecodeEdgeRPS, "the first interval at the watch teaches nothing")
 	second := aheadInput(10, 2, 2, 2, 2, 20)
 	second.FPM.Prefill = queued(0)
 	second.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
