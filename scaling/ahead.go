@@ -160,9 +160,9 @@ type AheadState struct {
 	// model says (0: never seen). It relaxes by up to aheadEdgeRelax per interval
 	// (learnDecodeEdge).
 	DecodeEdgeRPS float64 `json:"decode_edge_rps,omitempty"`
-	// DecodeWatchAt is the last tick at which a disaggregated decode pool's observed mean ITL
-	// reached aheadITLWatch of the SLA on steady arrivals (0: none): the edge is learned at
-	// the second such tick in a row (learnDecodeEdge).
+	// DecodeWatchAt is the last tick at which a decode pool's observed mean ITL reached
+	// aheadITLWatch of the SLA on steady arrivals (0: none; not kept for an aggregated pool):
+	// the edge is learned at a watched tick within 1.5 intervals of it (learnDecodeEdge).
 	DecodeWatchAt float64 `json:"decode_watch_at,omitempty"`
 	// ReadyDecode is the ready decode engines at the last tick (0: not known) and
 	// ReadyDecodeAt when that was: the engines ready for the whole interval since are the
@@ -1453,9 +1453,9 @@ func (t *tick) drainedRate(isl float64) float64 {
 // learnDecodeEdge records the rate per ready decode engine when the observed mean ITL
 // reaches aheadITLWatch of the SLA while the arrivals are steady — no burst within the
 // buckets, and none of the last lead time's intervals (a burst's backlog reaches the
-// decode pool after it) above the level beyond aheadCalmBurst — on a disaggregated decode
-// pool for the second interval in a row (the lowest such rate, relaxed upwards) and
-// returns it (0: never seen). The relaxation lets engines that got
+// decode pool after it) above the level beyond aheadCalmBurst — on a decode pool (not an
+// aggregated one) for the second interval in a row (the lowest such rate, relaxed upwards)
+// and returns it (0: never seen). The relaxation lets engines that got
 // faster, or an edge read low, be found again: sized at the edge, a pool that does better
 // than it keeps its ITL under the watch and probes a little further each interval. A pool
 // running below half the edge tests nothing, so the edge relaxes by aheadEdgeRelax times
@@ -1481,16 +1481,18 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 		ready = min(ready, t.readyDBefore)
 	}
 	watched := calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs
-	if watched && t.p.cfg.Mode == config.ModeDisagg {
+	if watched && t.p.cfg.Mode != config.ModeAgg {
 		// One interval's mean ITL can be one request's (a shapes case's 1.6 req/s on one
-		// decode engine read 8.5 ms against a 10 ms SLA, a batch of 1.75 the profile runs in
-		// about 5 ms, and the edge went from 9 to 1.6 req/s per engine: the step to 36.6 req/s
-		// that followed was sized at 41 decode engines). An edge is learned from the second
-		// interval in a row at the watch. An aggregated engine's ITL carries the prompts'
-		// chunks, which come with the rate: one interval at the watch is its load's.
+		// decode engine read 8.5 ms against a 10 ms SLA, at a batch of 1.75 the profile runs
+		// in about 5 ms: the rate per engine went from the model's 9 to a learned 1.6, and the
+		// step to 36.6 req/s that followed was sized at 41 decode engines). A decode pool
+		// learns its edge from a watched interval within 1.5 intervals of the last. An
+		// aggregated engine's ITL carries the prompts' chunks, which come with the rate: one
+		// interval at the watch is its load's.
 		before := a.DecodeWatchAt
 		a.DecodeWatchAt = t.in.Now
-		watched = before > 0 && t.in.Now-before <= 1.5*t.p.loadI
+		gap := t.in.Now - before
+		watched = before > 0 && gap > 0 && gap <= 1.5*t.p.loadI
 	}
 	if watched {
 		rate := math.Max(f.Level, *tr.NumReq/tr.DurationS)

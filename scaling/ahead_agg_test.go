@@ -138,6 +138,10 @@ func TestAggBatchAt_FirstBatchThatServesTheRate(t *testing.T) {
 	p10, _ := s.at(bump, 10)
 	require.Less(t, p10.RPS, p9.RPS, "the surface is not monotonic")
 	rps := 0.99 * p9.RPS
+	for k := 10.0; k <= 14; k++ {
+		q, _ := s.at(bump, k)
+		require.Less(t, q.RPS, rps, "the bump's batch %.0f serves less than batch 9", k)
+	}
 	b := aggBatchAt(s, bump, rps, 40)
 	require.Greater(t, b, 8.0)
 	require.LessOrEqual(t, b, 9.0, "the first batch that serves the rate, not one past the bump")

@@ -631,7 +631,14 @@ func TestAhead_DecodeEdgeNeedsTwoIntervalsAtTheWatch(t *testing.T) {
 			}
 		})
 	}
-	p, st := aggAheadPlanner(t)
+	// A decode-only deployment's pool is a decode pool too.
+	p, st := aheadPlannerWith(t, func(c *config.Config) { c.Mode = config.ModeDecode })
+	one := run(p, st, 0, 4, []float64{5, 9, 5, 5})
+	require.Zero(t, one.Ahead.DecodeEdgeRPS, "decode only: one interval")
+	two := run(p, st, 0, 4, []float64{5, 9, 9, 5})
+	require.InDelta(t, 5, two.Ahead.DecodeEdgeRPS, 0.1, "decode only: two in a row")
+
+	p, st = aggAheadPlanner(t)
 	st = run(p, st, 0, 4, []float64{5, 9, 5, 5})
 	require.InDelta(t, 5, st.Ahead.DecodeEdgeRPS, 0.1, "an aggregated pool: 20 req/s over 4 engines, from one interval")
 }

@@ -213,10 +213,11 @@ var traceSuffixes = []string{".jsonl", ".jsonl.gz", ".csv", ".csv.gz"}
 // its files (symbolic links followed) named with a traceSuffixes ending, sorted by name, not
 // its subfolders' — with those of another format (predict.TraceFormat: a ServeGen rate file,
 // say), empty ones, and a compressed X.gz beside the X drawn (the same trace twice, as a
-// rule; given as files, both are drawn) left out, each named with the reason; a folder without a trace is an
-// error, and so is one with more than room traces (the rest of MaxRobustTraces), found
-// before its other files are read. A file given itself, or one that cannot be read, is left
-// to the plan, which reads every trace and names the one that fails.
+// rule; given as files, both are drawn) left out, each named with the reason; a folder
+// without a trace is an error, and so is one with more than room traces (the rest of
+// MaxRobustTraces), found before its other files are read. A file given itself, or one
+// that cannot be read, is left to the plan, which reads every trace and names the one that
+// fails.
 func traceFiles(path string, room int) (files, leftOut []string, err error) {
 	if strings.TrimSpace(path) == "" {
 		return nil, nil, errors.New("robustness: --trace: an empty path")
@@ -235,13 +236,13 @@ func traceFiles(path string, room int) (files, leftOut []string, err error) {
 		if !slices.ContainsFunc(traceSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
 			continue
 		}
-		if plain, ok := strings.CutSuffix(name, ".gz"); ok && drawn[plain] {
-			leftOut = append(leftOut, fmt.Sprintf("%s (%s is drawn: the same trace compressed, as a rule; give both as files to draw both)", name, plain))
-			continue
-		}
 		file := filepath.Join(path, name)
 		if info, err := os.Stat(file); err == nil && info.IsDir() {
 			continue // a subfolder, or a link to one
+		}
+		if plain, ok := strings.CutSuffix(name, ".gz"); ok && drawn[plain] {
+			leftOut = append(leftOut, fmt.Sprintf("%s (%s is drawn: the same trace compressed, as a rule; give both as files to draw both)", name, plain))
+			continue
 		}
 		switch format, err := predict.TraceFormat(file); {
 		case errors.Is(err, predict.ErrUnknownTraceFormat):
