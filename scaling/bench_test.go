@@ -151,29 +151,45 @@ func BenchmarkDecideAheadTick(b *testing.B) {
 
 // BenchmarkDecideAheadAggTick is one tick of the ahead policy sizing an aggregated pool on the
 // profile's pass times (the SLA batch counted up from 1, the batch at the rate per engine
-// counted up to where it is served) after ten minutes of steady traffic at 20 req/s.
+// counted up to where it is served) after ten minutes of steady traffic: at 20 req/s on 6
+// engines within a 10 ms ITL SLA; at 200 req/s on 2 (the batch the engines would run is
+// searched up to the largest they hold); and at 20 req/s within a 50 ms ITL SLA (a large SLA
+// batch, counted up to).
 func BenchmarkDecideAheadAggTick(b *testing.B) {
 	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := New(slaConfig(func(c *config.Config) {
-		c.Mode, c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.ModeAgg, config.PolicyAhead, 200, 10, 32
-	}), profile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := mustInit(b, p, 0, ProfileBootstrap(profile, config.ModeAgg))
-	for now := 5.0; now <= 600; now += 5 {
-		if st, _, _, err = p.Decide(st, aheadInput(now, 0, 6, 0, 6, 20)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	in := aheadInput(605, 0, 6, 0, 6, 20)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, _, err := p.Decide(st, in); err != nil {
-			b.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name  string
+		itl   float64
+		ready int
+		rate  float64
+	}{
+		{"steady", 10, 6, 20},
+		{"overloaded", 10, 2, 200},
+		{"loose ITL", 50, 6, 20},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p, err := New(slaConfig(func(c *config.Config) {
+				c.Mode, c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.ModeAgg, config.PolicyAhead, 200, tc.itl, 32
+			}), profile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := mustInit(b, p, 0, ProfileBootstrap(profile, config.ModeAgg))
+			for now := 5.0; now <= 600; now += 5 {
+				if st, _, _, err = p.Decide(st, aheadInput(now, 0, tc.ready, 0, tc.ready, tc.rate)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			in := aheadInput(605, 0, tc.ready, 0, tc.ready, tc.rate)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, _, err := p.Decide(st, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
