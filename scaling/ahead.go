@@ -10,6 +10,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -412,6 +413,9 @@ type Forecast struct {
 	// Step is the rate after a step up found in the trend window on calm arrivals (stepUp),
 	// which replaces the trend's rise (0: none found).
 	Step float64
+	// Bend is the rise over the horizon of a rise found slowing down (bentRise), which
+	// replaced the line's, LineRise (both 0: none found, or the line's was lower).
+	Bend, LineRise float64
 	// Trusted says the forecast follows the period rather than the trend: the
 	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
 	// aheadTrustedCorrelation.
@@ -506,6 +510,13 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		if post, ok := a.stepUp(window, interval); ok {
 			f.Step, f.Slope = post, 0
 			rise = math.Max(0, post-f.Level)
+		}
+	}
+	// A rise that slows down is forecast to its turn (bentRise), not along the line, which
+	// a rise's whole window steepens past it.
+	if rise > 0 && f.Step == 0 && !f.bursty() {
+		if bent, ok := a.bentRise(window, interval, a.levelWindow(interval), horizon); ok && bent < rise {
+			f.Bend, f.LineRise, rise = bent, rise, bent
 		}
 	}
 	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
@@ -1069,6 +1080,9 @@ func (t *tick) ahead() Decision {
 	why = append(why, fmt.Sprintf("demand %.2f req/s over the next %.0f s (level %.2f, trend %+.3f/s, spread %.2f, burst %.2f", f.Rate, lead, f.Level, f.Slope, f.Spread, f.Burst))
 	if f.Step > 0 {
 		why[0] += fmt.Sprintf(", a step up to %.2f, not extrapolated", f.Step)
+	}
+	if f.LineRise > 0 {
+		why[0] += fmt.Sprintf(", a rise slowing down: +%.2f to its turn, not the line's +%.2f", f.Bend, f.LineRise)
 	}
 	if f.PeriodS > 0 {
 		why[0] += fmt.Sprintf(", period %.0f s (r %.2f) → %.2f", f.PeriodS, f.Correlation, f.Seasonal)
@@ -1932,4 +1946,65 @@ func (t *tick) aheadHoldWindow(lead float64, foreseen bool) float64 {
 		return math.Min(lead, t.st.Ahead.BucketS)
 	}
 	return lead
+}
+
+// bentRise reports whether the trend window's interval rates (the newest window seconds of
+// them, as stepUp reads them; at least 2·aheadStepIntervals+1) bend down: a parabola fits
+// them better than the line by more than chance — the F test of one parameter more at
+// aheadStepConfidence, as stepUp's — with a negative curvature. rise is then the parabola's
+// highest rise over the horizon from the level's midpoint (levelWindow seconds back from
+// now, halved), at least 0: a rise that slows is forecast to its turn rather than along the
+// line through the whole window, which a sinusoid's peak overshoots by more than its
+// amplitude (a 2–30 req/s sinusoid of a 300 s period was forecast at 48 req/s at its peak).
+func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (rise float64, ok bool) {
+	if !(interval > 0) || !(window > 0) || !(a.BucketS > 0) {
+		return 0, false
+	}
+	ys := a.recentSince(len(a.Count) - 1 - int(math.Ceil(window/a.BucketS)))
+	m := min(len(ys), int(math.Ceil(window/interval)))
+	if m < 2*aheadStepIntervals+1 {
+		return 0, false
+	}
+	ys = ys[len(ys)-m:]
+	// Positions in intervals, centred (the newest interval's midpoint is now − interval/2).
+	mid := float64(m-1) / 2
+	design := mat.NewDense(m, 3, nil)
+	xs := make([]float64, m)
+	for i := range m {
+		x := float64(i) - mid
+		xs[i] = x
+		design.Set(i, 0, 1)
+		design.Set(i, 1, x)
+		design.Set(i, 2, x*x)
+	}
+	var beta mat.VecDense
+	if err := beta.SolveVec(design, mat.NewVecDense(m, slices.Clone(ys))); err != nil {
+		return 0, false
+	}
+	c0, c1, c2 := beta.AtVec(0), beta.AtVec(1), beta.AtVec(2)
+	if !(c2 < 0) {
+		return 0, false
+	}
+	var sseBent float64
+	for i, x := range xs {
+		d := ys[i] - (c0 + c1*x + c2*x*x)
+		sseBent += d * d
+	}
+	sseLine := fitTrend(xs, ys).variance * float64(m-2)
+	if !(sseLine > sseBent) {
+		return 0, false
+	}
+	if sseBent > 0 {
+		if f := (sseLine - sseBent) / (sseBent / float64(m-3)); f <= (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence) {
+			return 0, false
+		}
+	}
+	q := func(x float64) float64 { return c0 + c1*x + c2*x*x }
+	from := mid + 0.5 - levelWindow/2/interval // the level's midpoint
+	to := from + horizon/interval
+	top := math.Max(q(from), q(to))
+	if v := -c1 / (2 * c2); v > from && v < to {
+		top = q(v)
+	}
+	return math.Max(0, top-q(from)), true
 }

@@ -166,6 +166,37 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.InDelta(t, 0, f.Slope, 1e-9, "the level before the gap is no trend")
 		require.InDelta(t, 20, f.Rate, 1e-9)
 	})
+	t.Run("a rise slowing down: to its turn, not along the line", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		sinusoid := func(t float64) float64 { return 16 - 14*math.Cos(2*math.Pi*t/300) } // 2–30 req/s, peak at 150 s
+		feed(&a, 170, sinusoid)
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.Positive(t, f.LineRise, "the line through the window still rises")
+		require.Less(t, f.Bend, f.LineRise)
+		require.InDelta(t, f.Level+f.Bend+math.Hypot(aheadQuantileZ*f.Spread, f.Burst), f.Rate, 1e-9)
+		require.Less(t, f.Level+f.Bend, 31.0, "the rise ends at the peak, 30 req/s")
+		require.Greater(t, f.Level+f.LineRise, 35.0, "the line's rise overshoots the peak")
+	})
+	for _, tc := range []struct {
+		name string
+		rate func(t float64) float64
+	}{
+		{"a ramp is no bend", func(t float64) float64 {
+			return 2 + 0.1*t + []float64{-2, 1, 0, 2, -1, 1}[int(t/5)%6] // with Poisson-sized noise
+		}},
+		{"a rise speeding up is no bend", func(t float64) float64 { return 2 + 0.0005*t*t }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := AheadState{BucketS: 30}
+			feed(&a, 300, tc.rate)
+			f, ok := a.forecast(65, 5)
+			require.True(t, ok)
+			require.Positive(t, f.Slope)
+			require.Zero(t, f.Bend)
+			require.Zero(t, f.LineRise)
+		})
+	}
 	t.Run("a step up: its rate, not the line through it", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 300, func(t float64) float64 {
