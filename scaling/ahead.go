@@ -414,7 +414,8 @@ type Forecast struct {
 	// which replaces the trend's rise (0: none found).
 	Step float64
 	// Bend is the rise over the horizon of a rise found slowing down (bentRise), which
-	// replaced the line's, LineRise (both 0: none found, or the line's was lower).
+	// replaced the line's, LineRise (both 0: none found, the line's was not higher, or a
+	// followed period gave the forecast).
 	Bend, LineRise float64
 	// Trusted says the forecast follows the period rather than the trend: the
 	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
@@ -512,8 +513,8 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			rise = math.Max(0, post-f.Level)
 		}
 	}
-	// A rise that slows down is forecast to its turn (bentRise), not along the line, which
-	// a rise's whole window steepens past it.
+	// A rise that slows down is forecast to its turn (bentRise), not along the line through
+	// the whole window, which keeps the rise's earlier slope past the turn.
 	if rise > 0 && f.Step == 0 && !f.bursty() {
 		if bent, ok := a.bentRise(window, interval, a.levelWindow(interval), horizon); ok && bent < rise {
 			f.Bend, f.LineRise, rise = bent, rise, bent
@@ -555,7 +556,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			if f.Trusted {
 				// A clear period: it knows the turns a trend overshoots, and its own misses
 				// are the spread to allow for.
-				f.Spread, f.Step = spread, 0
+				f.Spread, f.Step, f.Bend, f.LineRise = spread, 0, 0, 0
 				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
@@ -1978,7 +1979,7 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 		design.Set(i, 2, x*x)
 	}
 	var beta mat.VecDense
-	if err := beta.SolveVec(design, mat.NewVecDense(m, slices.Clone(ys))); err != nil {
+	if err := beta.SolveVec(design, mat.NewVecDense(m, ys)); err != nil {
 		return 0, false
 	}
 	c0, c1, c2 := beta.AtVec(0), beta.AtVec(1), beta.AtVec(2)

@@ -166,7 +166,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.InDelta(t, 0, f.Slope, 1e-9, "the level before the gap is no trend")
 		require.InDelta(t, 20, f.Rate, 1e-9)
 	})
-	t.Run("a rise slowing down: to its turn, not along the line", func(t *testing.T) {
+	t.Run("a rise past its turn: to the parabola's top, not along the line", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		sinusoid := func(t float64) float64 { return 16 - 14*math.Cos(2*math.Pi*t/300) } // 2–30 req/s, peak at 150 s
 		feed(&a, 170, sinusoid)
