@@ -1187,6 +1187,36 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 	require.InDelta(t, f.Level+2, f.Rate, 1e-9, "a steady rate: the level and its misses")
 }
 
+// TestForecast_CarryMisses: on calm arrivals the misses are added only beyond the rise the
+// forecast already has above its level and margins; bursty arrivals and a followed period
+// keep them as they are.
+func TestForecast_CarryMisses(t *testing.T) {
+	z := aheadQuantileZ
+	tests := []struct {
+		name                 string
+		f                    Forecast
+		carried, missed, out float64
+	}{
+		{"a rise larger than the misses carries them all", Forecast{Level: 10, Missed: 3, Rate: 10 + 5 + 3}, 3, 0, 15},
+		{"a smaller rise carries its part", Forecast{Level: 10, Missed: 6, Rate: 10 + 2 + 6}, 2, 4, 16},
+		{"the margins are no rise", Forecast{Level: 10, Spread: 1, Missed: 3, Rate: 10 + z + 3}, 0, 3, 10 + z + 3},
+		{"a flat forecast adds its misses whole", Forecast{Level: 10, Missed: 3, Rate: 13}, 0, 3, 13},
+		{"bursty arrivals: added whole", Forecast{Level: 10, Burst: 11, Missed: 3, Rate: 10 + 5 + 11 + 3}, 0, 3, 29},
+		{"no misses: nothing to carry", Forecast{Level: 10, Rate: 15}, 0, 0, 15},
+		{"a followed period adds none of these", Forecast{Trusted: true, Level: 10, Missed: 3, Rate: 18}, 0, 3, 18},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.f
+			f.carryMisses()
+			require.InDelta(t, tc.carried, f.Carried, 1e-9)
+			require.InDelta(t, tc.missed, f.Missed, 1e-9)
+			require.InDelta(t, tc.out, f.Rate, 1e-9)
+			require.InDelta(t, tc.f.Rate-tc.f.Missed, f.Rate-f.Missed, 1e-9, "the forecast before its misses is unchanged (recordForecast)")
+		})
+	}
+}
+
 // TestFitTrend_T: the slope's t statistic is the slope over its standard error: large and
 // negative on a clear fall, small within the noise, infinite on an exact sloped line, 0 on a
 // flat one (stepUp reads a rise that goes on after a step by it).
