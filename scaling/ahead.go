@@ -740,15 +740,11 @@ func (a *AheadState) trendWindow(lead float64) float64 {
 // the middle of the window, is the line's to extrapolate). post is the mean after the split
 // (0 when not a step).
 func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
-	if !(interval > 0) || !(window > 0) || !(a.BucketS > 0) {
+	ys, ok := a.windowRates(window, interval)
+	if !ok {
 		return 0, false
 	}
-	ys := a.recentSince(len(a.Count) - 1 - int(math.Ceil(window/a.BucketS)))
-	m := min(len(ys), int(math.Ceil(window/interval)))
-	if m < 2*aheadStepIntervals+1 {
-		return 0, false
-	}
-	ys = ys[len(ys)-m:]
+	m := len(ys)
 	xs := make([]float64, m)
 	for i := range xs {
 		xs[i] = float64(i)
@@ -763,13 +759,8 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 		}
 	}
 	before, after := stat.Mean(ys[:split], nil), stat.Mean(ys[split:], nil)
-	if !(after > before+1e-9*math.Max(1, math.Abs(before))) || !(sseLine > sseStep) {
+	if !(after > before+1e-9*math.Max(1, math.Abs(before))) || !fitsBetter(sseLine, sseStep, m) {
 		return 0, false // not a rise (rounding aside), or no better than the line
-	}
-	if sseStep > 0 {
-		if f := (sseLine - sseStep) / (sseStep / float64(m-3)); f <= (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence) {
-			return 0, false
-		}
 	}
 	if n := m - split; n >= 4 {
 		if tf := fitTrend(xs[:n], ys[split:]); tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
@@ -1986,15 +1977,11 @@ func (t *tick) aheadHoldWindow(lead float64, foreseen bool) float64 {
 // line through the whole window, which a sinusoid's peak overshoots by more than its
 // amplitude (a 2–30 req/s sinusoid of a 300 s period was forecast at 48 req/s at its peak).
 func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (rise float64, ok bool) {
-	if !(interval > 0) || !(window > 0) || !(a.BucketS > 0) {
+	ys, ok := a.windowRates(window, interval)
+	if !ok {
 		return 0, false
 	}
-	ys := a.recentSince(len(a.Count) - 1 - int(math.Ceil(window/a.BucketS)))
-	m := min(len(ys), int(math.Ceil(window/interval)))
-	if m < 2*aheadStepIntervals+1 {
-		return 0, false
-	}
-	ys = ys[len(ys)-m:]
+	m := len(ys)
 	// Positions in intervals, centred (the newest interval's midpoint is now − interval/2).
 	mid := float64(m-1) / 2
 	design := mat.NewDense(m, 3, nil)
@@ -2019,14 +2006,8 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 		d := ys[i] - (c0 + c1*x + c2*x*x)
 		sseBent += d * d
 	}
-	sseLine := fitTrend(xs, ys).variance * float64(m-2)
-	if !(sseLine > sseBent) {
+	if !fitsBetter(fitTrend(xs, ys).variance*float64(m-2), sseBent, m) {
 		return 0, false
-	}
-	if sseBent > 0 {
-		if f := (sseLine - sseBent) / (sseBent / float64(m-3)); f <= (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence) {
-			return 0, false
-		}
 	}
 	q := func(x float64) float64 { return c0 + c1*x + c2*x*x }
 	from := mid + 0.5 - levelWindow/2/interval // the level's midpoint
@@ -2036,4 +2017,33 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 		top = q(v)
 	}
 	return math.Max(0, top-q(from)), true
+}
+
+// windowRates are the trend window's interval rates, oldest first: the newest window
+// seconds of them, within its buckets (none from before a gap in the observations); ok is
+// false when there are fewer than 2·aheadStepIntervals+1 (stepUp and bentRise read them).
+func (a *AheadState) windowRates(window, interval float64) (ys []float64, ok bool) {
+	if !(interval > 0) || !(window > 0) || !(a.BucketS > 0) {
+		return nil, false
+	}
+	ys = a.recentSince(len(a.Count) - 1 - int(math.Ceil(window/a.BucketS)))
+	m := min(len(ys), int(math.Ceil(window/interval)))
+	if m < 2*aheadStepIntervals+1 {
+		return nil, false
+	}
+	return ys[len(ys)-m:], true
+}
+
+// fitsBetter reports whether a fit with one parameter more than the line (a step's two
+// means, a parabola) leaves less squared error over m points than the line by more than
+// chance: the F test of one parameter more, (sseLine − sse) over sse/(m−3) against the
+// aheadStepConfidence quantile of F(1, m−3) (an exact fit that beats the line always does).
+func fitsBetter(sseLine, sse float64, m int) bool {
+	if !(sseLine > sse) {
+		return false
+	}
+	if sse <= 0 {
+		return true
+	}
+	return (sseLine-sse)/(sse/float64(m-3)) > (distuv.F{D1: 1, D2: float64(m - 3)}).Quantile(aheadStepConfidence)
 }
