@@ -229,8 +229,9 @@ type AheadState struct {
 	// forecast's misses are measured on (forecastMiss).
 	Forecast []float64 `json:"forecast,omitempty"`
 	// Sized is, per bucket (aligned with Count), the demand the pools were sized for at the
-	// bucket's last tick: the forecast with its own misses (0: none made, or a state from
-	// before it was kept). The SLO feedback does not count a miss at a level beyond it
+	// bucket's last tick: the forecast with the misses it added (0: none made, or a state
+	// from before it was kept; on calm arrivals of a disaggregated deployment the misses its
+	// rise carries are not added: carryMisses). The SLO feedback does not count a miss at a level beyond it
 	// (outranForecast).
 	Sized []float64 `json:"sized,omitempty"`
 }
@@ -429,17 +430,19 @@ type Forecast struct {
 	// Burst is the excess rate of the recent bursts within a bucket (or the buckets around
 	// it: burstReference), beyond Poisson noise.
 	Burst float64
-	// Missed is what Rate includes for the forecast's own misses (forecastMiss; 0 when a
-	// followed period gives the forecast), over MissWindows past forecasts.
+	// Missed is what Rate includes for the forecast's own misses (forecastMiss, less what
+	// carryMisses took off; 0 when a followed period gives the forecast), over MissWindows
+	// past forecasts.
 	Missed      float64
 	MissWindows int
-	// Carried is what the forecast's rise above the level took off its misses (carryMisses).
+	// Carried is the part of the misses that the forecast's rise above its level and margins
+	// already holds, not added again (carryMisses).
 	Carried float64
 }
 
-// carryMisses takes off the misses a forecast adds (Missed) what its own rise above the level
-// and margins already carries, on calm arrivals (bursts within the buckets at most the level)
-// and when no period is followed. There the misses are rises the forecast lagged: the line
+// carryMisses lowers the misses a forecast adds (Missed) by its own rise above the level and
+// margins, on calm arrivals (bursts within the buckets at most the level) when no period is
+// followed. There the misses are rises the forecast lagged: the line
 // starts from the level and rises only once the rise shows, so a rise's start is missed by
 // about its whole swing; added again to a forecast that is rising by as much, they count the
 // same rise twice (rr-5-45's second period was forecast at 58 req/s for a 45 req/s peak: the
@@ -1110,7 +1113,7 @@ func (t *tick) ahead() Decision {
 	if f.Missed > 0 || f.Carried > 0 {
 		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
 		if f.Carried > 0 {
-			why[0] += fmt.Sprintf(" (%.2f more carried by its rise)", f.Carried)
+			why[0] += fmt.Sprintf(" (%.2f of their %.2f carried by its rise)", f.Carried, f.Carried+f.Missed)
 		}
 	}
 	why[0] += "), " + lengths

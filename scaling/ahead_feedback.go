@@ -106,9 +106,11 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 
 // outranForecast reports whether the demand's level (its rate over the level window, as the
 // forecast measures it) exceeds the demand the pools were sized for a lead time or more
-// before (Sized: the forecast with its own misses, at the last tick of the newest bucket that
-// old): the capacity ready now was ordered on it, so a miss at a level beyond it is the
-// forecast's — which forecastMiss raises the forecast for — not the sizing's. Counted by the
+// before (Sized: the forecast with the misses it added, at the last tick of the newest bucket
+// that old): the capacity ready now was ordered on it, so a miss at a level beyond it is the
+// forecast's — which forecastMiss raises the next forecasts for (on calm arrivals of a
+// disaggregated deployment, beyond the rise they already have: carryMisses) — not the
+// sizing's. Counted by the
 // SLO feedback too, a level shift no forecast could foresee (a step from 4 to 24 req/s) added
 // a quarter of the need for the twenty minutes after the pool had caught up with it. The
 // level, not the interval's rate: a burst within the level window is for the sizing's

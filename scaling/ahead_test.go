@@ -1204,6 +1204,8 @@ func TestForecast_CarryMisses(t *testing.T) {
 		{"bursty arrivals: added whole", Forecast{Level: 10, Burst: 11, Missed: 3, Rate: 10 + 5 + 11 + 3}, 0, 3, 29},
 		{"no misses: nothing to carry", Forecast{Level: 10, Rate: 15}, 0, 0, 15},
 		{"a followed period adds none of these", Forecast{Trusted: true, Level: 10, Missed: 3, Rate: 18}, 0, 3, 18},
+		{"a forecast under its level and margins carries nothing", Forecast{Level: 10, Spread: 1, Missed: 3, Rate: 10 + 3}, 0, 3, 13},
+		{"bursts at the level are calm", Forecast{Level: 10, Burst: 10, Missed: 3, Rate: 10 + 5 + 10 + 3}, 3, 0, 25},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
