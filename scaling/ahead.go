@@ -231,8 +231,8 @@ type AheadState struct {
 	// Sized is, per bucket (aligned with Count), the demand the pools were sized for at the
 	// bucket's last tick: the forecast with the misses it added (0: none made, or a state
 	// from before it was kept; on calm arrivals of a disaggregated deployment the misses its
-	// rise carries are not added: carryMisses). The SLO feedback does not count a miss at a level beyond it
-	// (outranForecast).
+	// rise carries are not added: carryMisses). The SLO feedback does not count a miss at a
+	// level beyond it (outranForecast).
 	Sized []float64 `json:"sized,omitempty"`
 }
 
@@ -442,10 +442,9 @@ type Forecast struct {
 
 // carryMisses lowers the misses a forecast adds (Missed) by its own rise above the level and
 // margins, on calm arrivals (bursts within the buckets at most the level) when no period is
-// followed. There the misses are rises the forecast lagged: the line
-// starts from the level and rises only once the rise shows, so a rise's start is missed by
-// about its whole swing; added again to a forecast that is rising by as much, they count the
-// same rise twice (rr-5-45's second period was forecast at 58 req/s for a 45 req/s peak: the
+// followed. There the misses are rises the forecast lagged: the line starts from the level
+// and rises only once the rise shows, so a rise's start is missed by about its whole swing;
+// added again to a forecast that is rising by as much, they count the same rise twice (rr-5-45's second period was forecast at 58 req/s for a 45 req/s peak: the
 // level 30, the line's rise +16, the margins +1, the misses of the first period's rise +11).
 // Bursty arrivals' misses are bursts on top of whatever trend: added whole. The disaggregated
 // pools only: an aggregated pool on a sinusoid, already short of the goodput there, lost

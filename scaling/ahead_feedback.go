@@ -110,11 +110,10 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 // that old): the capacity ready now was ordered on it, so a miss at a level beyond it is the
 // forecast's — which forecastMiss raises the next forecasts for (on calm arrivals of a
 // disaggregated deployment, beyond the rise they already have: carryMisses) — not the
-// sizing's. Counted by the
-// SLO feedback too, a level shift no forecast could foresee (a step from 4 to 24 req/s) added
-// a quarter of the need for the twenty minutes after the pool had caught up with it. The
-// level, not the interval's rate: a burst within the level window is for the sizing's
-// margins and the feedback to cover. False when that demand or the level is unknown (the
+// sizing's. Counted by the SLO feedback too, a level shift no forecast could foresee (a step
+// from 4 to 24 req/s) added a quarter of the need for the twenty minutes after the pool had
+// caught up with it. The level, not the interval's rate: a burst within the level window is
+// for the sizing's margins and the feedback to cover. False when that demand or the level is unknown (the
 // first lead times, a gap in the history, a state from before Sized was kept).
 func (t *tick) outranForecast(lead float64) bool {
 	a := t.st.Ahead
