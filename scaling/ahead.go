@@ -453,11 +453,14 @@ func (f *Forecast) carryMisses() {
 	if f.Trusted || f.bursty() || !(f.Missed > 0) {
 		return
 	}
-	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
-	f.Carried = math.Min(f.Missed, math.Max(0, f.Rate-f.Missed-f.Level-margin))
+	f.Carried = math.Min(f.Missed, math.Max(0, f.Rate-f.Missed-f.Level-f.margin()))
 	f.Missed -= f.Carried
 	f.Rate -= f.Carried
 }
+
+// margin is the forecast's upper quantile above its expected rate: the spread of the rate's
+// variation at aheadQuantileZ and the bursts within the buckets, combined as independent.
+func (f Forecast) margin() float64 { return math.Hypot(aheadQuantileZ*f.Spread, f.Burst) }
 
 // foreseen reports whether the forecast follows a period on calm arrivals (bursts within the
 // buckets at most aheadCalmBurst of the level): the lead time is known to the interval, not
@@ -544,7 +547,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			f.Bend, f.LineRise, rise = bent, rise, bent
 		}
 	}
-	margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
+	margin := f.margin()
 	// The level is about half a level window old; the engines decided now serve until the
 	// end of the lead time.
 	f.Rate = f.Level + rise + margin
@@ -581,7 +584,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 				// A clear period: it knows the turns a trend overshoots, and its own misses
 				// are the spread to allow for.
 				f.Spread, f.Step, f.Bend, f.LineRise = spread, 0, 0, 0
-				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
+				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + f.margin()
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
 			}
