@@ -46,7 +46,8 @@ const (
 	// scale-down leaves spare (the tolerance of Kubernetes' HPA, 10%, as a one-sided band).
 	aheadDecodeDownSpare = 0.1
 	// aheadDecodeSpreadZ is how many standard deviations of the decode concurrency (Poisson:
-	// the square root of the mean) the decode sizing keeps under its SLA batch.
+	// the square root of the mean) the decode sizing keeps under its SLA batches (the
+	// pool's, pooledBatch; an aggregated engine's own, spreadBatch).
 	aheadDecodeSpreadZ = 1.0
 	// aheadMinSeasonalCorrelation is the autocorrelation a period needs to be used (its
 	// forecast then bounds the trend's from below), and aheadTrustedCorrelation the one at
@@ -1249,7 +1250,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	if !ok || !(capacity.RPS > 0) || capacity.BatchSize <= 0 {
 		return 0, "decode: perf model not ready", false
 	}
-	// Keep the Poisson spread of the concurrency under the SLA batch: b + z·√b ≤ batch.
+	// No batch meets the ITL SLA: half the best one's.
 	if !capacity.Eligible {
 		capacity.BatchSize = max(1, capacity.BatchSize/2)
 	}
@@ -1286,13 +1287,15 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 			b, source = bh, fmt.Sprintf("%s, at the %.0f-token context the engines hold", sh, held)
 		}
 	}
+	rate := f.Rate + backlog/lead
 	_, z := f.margins()
-	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
+	// The batch each engine is sized to hold: the pool's Poisson spread kept under the SLA
+	// batches (pooledBatch).
+	keep := pooledBatch(b, rate*perRequest, z)
 	perEngine := keep / perRequest
 	if edge := t.learnDecodeEdge(f, lead); edge > 0 && edge < perEngine {
 		perEngine = edge
 	}
-	rate := f.Rate + backlog/lead
 	n, byRate := decodeEngines(rate, perEngine, t.provisioned(Decode))
 	kept := n > byRate
 	t.diag.EngineRPSDecode = ptr(perEngine)
@@ -1300,7 +1303,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
 	// SLA batch.
 	held := t.observeConcurrency(m, ctx, lead)
-	if m := int(math.Ceil(held / keep)); m > n {
+	if m := int(math.Ceil(held / spreadBatch(b, z))); m > n {
 		n, kept = m, false
 	}
 	spare := ""
@@ -1319,6 +1322,28 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	}
 	return min(n, limit), fmt.Sprintf("decode %d (%.2f req/s incl. backlog %.0f, %.2f req/s per engine: batch %.0f of %.0f %s; %.0f requests held at the %.0f%% quantile%s)",
 		n, rate, backlog, perEngine, keep, b, source, held, 100*(1-aheadBurstShare), spare), true
+}
+
+// spreadBatch is the mean batch k whose Poisson spread z·√k one engine keeps under its SLA
+// batch b: k + z·√k = b (b when z is 0).
+func spreadBatch(b, z float64) float64 {
+	return math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
+}
+
+// pooledBatch is the mean batch each decode engine of a pool is sized to hold, of its SLA
+// batch b, when the pool holds load requests on average (the rate times a request's time
+// on an engine) and z standard deviations of their Poisson spread are kept under the SLA
+// batches. A router that spreads the requests over the engines (least-loaded, round-robin,
+// Dynamo's KV router with its load term) keeps their batches about equal, so the spread is
+// the pool's, √load, not √k on every engine: n engines hold load + z·√load ≤ n·b, each
+// b·load/(load + z·√load). On one engine that is spreadBatch; on more, each holds more
+// (robustness seeds 1–6, policy-only: 1.0% fewer GPU-hours; docs/policy.md, "The decode
+// pool's spread"). Without load it is spreadBatch.
+func pooledBatch(b, load, z float64) float64 {
+	if !(load > 0) {
+		return spreadBatch(b, z)
+	}
+	return b * load / (load + z*math.Sqrt(load))
 }
 
 // decodeEngines is the decode engines a rate needs at perEngine req/s each, given the cur

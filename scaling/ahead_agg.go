@@ -305,7 +305,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	// covers the chunks it sees — which a foreseen demand does not make smaller, so the
 	// aggregated pool keeps its margins (Forecast.margins) whatever the forecast.
 	missShare, z := aheadWaitMissShare, aheadDecodeSpreadZ
-	keep := math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
+	keep := spreadBatch(b, z)
 	if !eligible {
 		keep = 1
 	}

@@ -1481,6 +1481,43 @@ func TestDecodeEngines(t *testing.T) {
 	}
 }
 
+// TestPooledBatch: the decode pool keeps its Poisson spread under the engines' SLA batches
+// together — on one engine's worth of load the batch one engine keeps alone, on more a larger
+// batch each, never more engines than sizing each engine for its own spread.
+func TestPooledBatch(t *testing.T) {
+	const b, z = 41.0, 1.0
+	alone := spreadBatch(b, z)
+	require.InDelta(t, b, alone+z*math.Sqrt(alone), 1e-9, "k + z·√k = b")
+	require.InDelta(t, 35.1, alone, 0.05) // rr-5-45's decode: batch 35 of 41
+	tests := []struct {
+		name      string
+		load      float64
+		want      float64
+		wantPool  int // engines: ⌈load ÷ the pooled batch⌉
+		wantAlone int // engines sized for each one's own spread
+	}{
+		{"no load: one engine's spread", 0, alone, 0, 0},
+		{"one engine's worth: the same batch", alone, alone, 1, 1},
+		{"four engines' worth: each holds more", 4 * alone, 41 * 4 * alone / (4*alone + math.Sqrt(4*alone)), 4, 4},
+		{"3.8 engines' worth at 35: 4 engines hold 134 + 11.6 (≤ 164)", 134.6, 41 * 134.6 / (134.6 + math.Sqrt(134.6)), 4, 4},
+		{"4.2 engines' worth at 35: 5 alone, 4 pooled (147 + 12.1 ≤ 164)", 147, 41 * 147 / (147 + math.Sqrt(147)), 4, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pooledBatch(b, tc.load, z)
+			require.InDelta(t, tc.want, got, 1e-9)
+			engines := func(per float64) int { return int(math.Ceil(tc.load/per - 1e-9)) }
+			require.Equal(t, tc.wantPool, engines(got))
+			require.Equal(t, tc.wantAlone, engines(alone))
+		})
+	}
+	require.Equal(t, b, pooledBatch(b, 100, 0), "no spread kept: the SLA batch")
+	for load := 1.0; load < 2000; load *= 1.1 {
+		require.LessOrEqual(t, math.Ceil(load/pooledBatch(b, load, z)), math.Ceil(load/alone), "load %.1f", load)
+		require.Less(t, pooledBatch(b, load, z), pooledBatch(b, load*1.1, z), "the batch grows with the load")
+	}
+}
+
 // TestAhead_DecodeKeptReportsStabilizing: a tick whose decode count the scale-down spare kept
 // at the pool's target reports scale_down_stabilizing, as a held scale-down does, not
 // no_change.
