@@ -46,8 +46,9 @@ const (
 	// scale-down leaves spare (the tolerance of Kubernetes' HPA, 10%, as a one-sided band).
 	aheadDecodeDownSpare = 0.1
 	// aheadDecodeSpreadZ is how many standard deviations of the decode concurrency (Poisson:
-	// the square root of the mean) the decode sizing keeps under its SLA batches (the
-	// pool's, pooledBatch; an aggregated engine's own, spreadBatch).
+	// the square root of the mean) the decode sizing keeps under its SLA batches: the
+	// pool's (pooledBatch), or each engine's own (engineSpreadBatch: an aggregated engine,
+	// and a disaggregated pool's observed concurrency).
 	aheadDecodeSpreadZ = 1.0
 	// aheadMinSeasonalCorrelation is the autocorrelation a period needs to be used (its
 	// forecast then bounds the trend's from below), and aheadTrustedCorrelation the one at
@@ -1250,11 +1251,11 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	if !ok || !(capacity.RPS > 0) || capacity.BatchSize <= 0 {
 		return 0, "decode: perf model not ready", false
 	}
-	// No batch meets the ITL SLA: half the best one's.
+	// No batch meets the ITL SLA: half the best point's batch.
 	if !capacity.Eligible {
 		capacity.BatchSize = max(1, capacity.BatchSize/2)
 	}
-	// Requests per second per engine at a batch: the capacity point's time per request.
+	// Seconds per request at a batch: the capacity point's time per request.
 	perRequest := float64(capacity.BatchSize) / capacity.RPS
 	// The slowest estimate of the lead time, but never below 80% of a batch the engines ran
 	// within the SLA at the sizing context, held to the profile's batch there unless they beat
@@ -1303,7 +1304,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// intervals): the upper quantile of the last lead time's concurrency, kept within the
 	// SLA batch.
 	held := t.observeConcurrency(m, ctx, lead)
-	if m := int(math.Ceil(held / spreadBatch(b, z))); m > n {
+	if m := int(math.Ceil(held / engineSpreadBatch(b, z))); m > n {
 		n, kept = m, false
 	}
 	spare := ""
@@ -1324,10 +1325,11 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		n, rate, backlog, perEngine, keep, b, source, held, 100*(1-aheadBurstShare), spare), true
 }
 
-// spreadBatch is the mean batch k whose Poisson spread z·√k one engine keeps under its SLA
-// batch b: k + z·√k = b (b when z is 0).
-func spreadBatch(b, z float64) float64 {
-	return math.Pow((-z+math.Sqrt(z*z+4*b))/2, 2)
+// engineSpreadBatch is the mean batch k whose Poisson spread z·√k one engine keeps under
+// its SLA batch b on its own: k + z·√k = b (b when z is 0).
+func engineSpreadBatch(b, z float64) float64 {
+	k := (-z + math.Sqrt(z*z+4*b)) / 2
+	return k * k
 }
 
 // pooledBatch is the mean batch each decode engine of a pool is sized to hold, of its SLA
@@ -1336,14 +1338,16 @@ func spreadBatch(b, z float64) float64 {
 // batches. A router that spreads the requests over the engines (least-loaded, round-robin,
 // Dynamo's KV router with its load term) keeps their batches about equal, so the spread is
 // the pool's, √load, not √k on every engine: n engines hold load + z·√load ≤ n·b, each
-// b·load/(load + z·√load). On one engine that is spreadBatch; on more, each holds more
-// (robustness seeds 1–6, policy-only: 1.0% fewer GPU-hours; docs/policy.md, "The decode
-// pool's spread"). Without load it is spreadBatch.
+// b·load/(load + z·√load) (docs/policy.md, "The decode pool's spread"). Never less than
+// engineSpreadBatch, which it equals at one engine's worth of load: under that, one engine
+// holds the load whichever way it is counted, and the smaller batch would only lower the
+// rate per engine reported and the 10% spare's threshold.
 func pooledBatch(b, load, z float64) float64 {
-	if !(load > 0) {
-		return spreadBatch(b, z)
+	alone := engineSpreadBatch(b, z)
+	if !(load > 0) || math.IsInf(load, 1) {
+		return alone
 	}
-	return b * load / (load + z*math.Sqrt(load))
+	return math.Max(alone, b*load/(load+z*math.Sqrt(load)))
 }
 
 // decodeEngines is the decode engines a rate needs at perEngine req/s each, given the cur

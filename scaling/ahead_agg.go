@@ -300,12 +300,14 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	// The perf model's regression can swing: the smallest SLA batch of the last lead time (with
 	// the profile's pass times it moves only with the lengths and the SLA).
 	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(batch), lead))
-	// Keep the Poisson spread of the batch under the SLA batch, as the decode sizing does:
-	// the prompts arriving over one request's life are the batch too, so the same spread
+	// Keep the Poisson spread of the batch under each engine's SLA batch (the disaggregated
+	// decode pool keeps its pool's instead, pooledBatch: an aggregated pool, short of the
+	// goodput on sinusoids, keeps this margin): the prompts arriving over one request's
+	// life are the batch too, so the same spread
 	// covers the chunks it sees — which a foreseen demand does not make smaller, so the
 	// aggregated pool keeps its margins (Forecast.margins) whatever the forecast.
 	missShare, z := aheadWaitMissShare, aheadDecodeSpreadZ
-	keep := spreadBatch(b, z)
+	keep := engineSpreadBatch(b, z)
 	if !eligible {
 		keep = 1
 	}

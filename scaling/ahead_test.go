@@ -1482,39 +1482,49 @@ func TestDecodeEngines(t *testing.T) {
 }
 
 // TestPooledBatch: the decode pool keeps its Poisson spread under the engines' SLA batches
-// together — on one engine's worth of load the batch one engine keeps alone, on more a larger
-// batch each, never more engines than sizing each engine for its own spread.
+// together — at one engine's worth of load or less, the batch one engine keeps alone; on more,
+// a larger batch each, whose pool holds the load and its spread within its SLA batches, and
+// never more engines than sizing each engine for its own spread.
 func TestPooledBatch(t *testing.T) {
 	const b, z = 41.0, 1.0
-	alone := spreadBatch(b, z)
+	alone := engineSpreadBatch(b, z)
 	require.InDelta(t, b, alone+z*math.Sqrt(alone), 1e-9, "k + z·√k = b")
-	require.InDelta(t, 35.1, alone, 0.05) // rr-5-45's decode: batch 35 of 41
+	require.InDelta(t, 35.1, alone, 0.05) // the batch one engine kept alone on rr-5-45: 35 of 41
 	tests := []struct {
 		name      string
 		load      float64
-		want      float64
-		wantPool  int // engines: ⌈load ÷ the pooled batch⌉
-		wantAlone int // engines sized for each one's own spread
+		want      float64 // by hand: b·load/(load + √load), or alone
+		wantPool  int     // engines: ⌈load ÷ the pooled batch⌉
+		wantAlone int     // engines sized for each one's own spread
 	}{
 		{"no load: one engine's spread", 0, alone, 0, 0},
+		{"a tenth of an engine's worth: still one engine's spread", 3.5, alone, 1, 1},
 		{"one engine's worth: the same batch", alone, alone, 1, 1},
-		{"four engines' worth: each holds more", 4 * alone, 41 * 4 * alone / (4*alone + math.Sqrt(4*alone)), 4, 4},
-		{"3.8 engines' worth at 35: 4 engines hold 134 + 11.6 (≤ 164)", 134.6, 41 * 134.6 / (134.6 + math.Sqrt(134.6)), 4, 4},
-		{"4.2 engines' worth at 35: 5 alone, 4 pooled (147 + 12.1 ≤ 164)", 147, 41 * 147 / (147 + math.Sqrt(147)), 4, 5},
+		{"four engines' worth (140.3): 37.81 each", 4 * alone, 37.81, 4, 4},
+		{"4.2 engines' worth (147): 5 alone, 4 pooled at 37.88 (147 + 12.1 ≤ 164)", 147, 37.88, 4, 5},
+		{"11.4 engines' worth (400): 12 alone, 11 pooled at 39.05 (400 + 20 ≤ 451)", 400, 39.05, 11, 12},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := pooledBatch(b, tc.load, z)
-			require.InDelta(t, tc.want, got, 1e-9)
+			require.InDelta(t, tc.want, got, 0.005)
 			engines := func(per float64) int { return int(math.Ceil(tc.load/per - 1e-9)) }
 			require.Equal(t, tc.wantPool, engines(got))
 			require.Equal(t, tc.wantAlone, engines(alone))
+			if n := engines(got); n > 1 {
+				require.LessOrEqual(t, tc.load+z*math.Sqrt(tc.load), float64(n)*b, "the pool holds the load and its spread")
+			}
 		})
 	}
 	require.Equal(t, b, pooledBatch(b, 100, 0), "no spread kept: the SLA batch")
-	for load := 1.0; load < 2000; load *= 1.1 {
-		require.LessOrEqual(t, math.Ceil(load/pooledBatch(b, load, z)), math.Ceil(load/alone), "load %.1f", load)
-		require.Less(t, pooledBatch(b, load, z), pooledBatch(b, load*1.1, z), "the batch grows with the load")
+	require.Equal(t, alone, pooledBatch(b, math.Inf(1), z), "an infinite load is not a batch")
+	require.Equal(t, alone, pooledBatch(b, math.NaN(), z))
+	for load := 0.01; load < 2000; load *= 1.1 {
+		got := pooledBatch(b, load, z)
+		require.GreaterOrEqual(t, got, alone, "load %.2f", load)
+		require.LessOrEqual(t, got, b, "load %.2f", load)
+		require.LessOrEqual(t, math.Ceil(load/got), math.Ceil(load/alone), "load %.2f", load)
+		require.LessOrEqual(t, got, pooledBatch(b, load*1.1, z), "the batch never falls with the load")
 	}
 }
 
