@@ -1301,8 +1301,9 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	kept := n > byRate
 	t.diag.EngineRPSDecode = ptr(perEngine)
 	// What the engines really hold (which carries the bursts too short for the traffic's
-	// intervals): the upper quantile of the last lead time's concurrency, kept within the
-	// SLA batch.
+	// intervals): the upper quantile of the last lead time's concurrency, within the batch
+	// each engine keeps under its SLA batch on its own (engineSpreadBatch: measured so, not
+	// with the pool's spread).
 	held := t.observeConcurrency(m, ctx, lead)
 	if m := int(math.Ceil(held / engineSpreadBatch(b, z))); m > n {
 		n, kept = m, false
