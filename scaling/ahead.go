@@ -446,11 +446,12 @@ type Forecast struct {
 // margins, on calm arrivals (bursts within the buckets at most the level) when no period is
 // followed. There the misses are rises the forecast lagged: the line starts from the level
 // and rises only once the rise shows, so a rise's start is missed by about its whole swing;
-// added again to a forecast that is rising by as much, they count the same rise twice (rr-5-45's second period was forecast at 58 req/s for a 45 req/s peak: the
-// level 30, the line's rise +16, the margins +1, the misses of the first period's rise +11).
-// Bursty arrivals' misses are bursts on top of whatever trend: added whole. The disaggregated
-// pools only: an aggregated pool on a sinusoid, already short of the goodput there, lost
-// 5–6 points on two cases without them (policy.md, "Misses a rise already carries").
+// added again to a forecast that is rising by as much, they count the same rise twice
+// (rr-5-45's second period was forecast at 58 req/s for a 45 req/s peak: the level 30, the
+// line's rise +16, the margins +1, the misses of the first period's rise +11). Bursty
+// arrivals' misses are bursts on top of whatever trend: added whole. The disaggregated pools
+// only: an aggregated pool on a sinusoid, already short of the goodput there, lost 5–6
+// points on two cases without them (policy.md, "Misses a rise already carries").
 func (f *Forecast) carryMisses() {
 	if f.Trusted || f.bursty() || !(f.Missed > 0) {
 		return

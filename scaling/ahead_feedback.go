@@ -113,8 +113,8 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 // sizing's. Counted by the SLO feedback too, a level shift no forecast could foresee (a step
 // from 4 to 24 req/s) added a quarter of the need for the twenty minutes after the pool had
 // caught up with it. The level, not the interval's rate: a burst within the level window is
-// for the sizing's margins and the feedback to cover. False when that demand or the level is unknown (the
-// first lead times, a gap in the history, a state from before Sized was kept).
+// for the sizing's margins and the feedback to cover. False when that demand or the level is
+// unknown (the first lead times, a gap in the history, a state from before Sized was kept).
 func (t *tick) outranForecast(lead float64) bool {
 	a := t.st.Ahead
 	if a == nil || !(a.BucketS > 0) || !(lead > 0) || math.IsInf(lead, 0) {
