@@ -178,6 +178,32 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Less(t, f.Level+f.Bend, 31.0, "the rise ends at the peak, 30 req/s")
 		require.Greater(t, f.Level+f.LineRise, 35.0, "the line's rise overshoots the peak")
 	})
+	t.Run("a rise from a trough: along its own line, not the line through the fall", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		sinusoid := func(t float64) float64 { return 32.75 - 23.75*math.Cos(2*math.Pi*t/300) } // 9–56.5 req/s, trough at 300 s
+		feed(&a, 330, sinusoid)
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.Negative(t, f.Slope, "the line through the window still falls")
+		require.Positive(t, f.Trough)
+		require.Zero(t, f.TroughLine, "the falling line rises by nothing")
+		require.InDelta(t, f.Level+f.Trough+math.Hypot(aheadQuantileZ*f.Spread, f.Burst), f.Rate, 1e-9)
+		require.Greater(t, f.Level+f.Trough, 2*f.Level, "the rate 65 s on is 42 req/s, four times the level")
+		require.Less(t, f.Level+f.Trough, sinusoid(330+65), "the rise's own line still lags its convex start")
+
+		window := a.trendWindow(65)
+		rise, ok := a.troughRise(window, 5, a.horizon(65, 5), 3)
+		require.True(t, ok)
+		require.InDelta(t, 3, rise, 1e-9, "no higher than the headroom to the history's highest rate")
+	})
+	t.Run("a fall that levels off is no trough", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 250, func(t float64) float64 { return math.Max(5, 50-0.3*t) })
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.Zero(t, f.Trough)
+		require.InDelta(t, 5, f.Level, 1e-9)
+	})
 	for _, tc := range []struct {
 		name string
 		rate func(t float64) float64
@@ -195,6 +221,7 @@ func TestAheadState_Forecast(t *testing.T) {
 			require.Positive(t, f.Slope)
 			require.Zero(t, f.Bend)
 			require.Zero(t, f.LineRise)
+			require.Zero(t, f.Trough, "no trough inside the window")
 		})
 	}
 	t.Run("a step up: its rate, not the line through it", func(t *testing.T) {
