@@ -556,7 +556,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 	// A rise that slows down is forecast to its turn (bentRise), not along the line through
 	// the whole window, which keeps the rise's earlier slope past the turn.
-	if rise > 0 && f.Step == 0 && f.Trough == 0 && !f.bursty() {
+	if rise > 0 && f.Step == 0 && !f.bursty() { // a trough's parabola curves up: no bend
 		if bent, ok := a.bentRise(window, interval, a.levelWindow(interval), horizon); ok && bent < rise {
 			f.Bend, f.LineRise, rise = bent, rise, bent
 		}
@@ -2035,6 +2035,7 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 	if !ok || !(p.c2 < 0) {
 		return 0, false
 	}
+	// Positions in intervals, centred (the newest interval's midpoint is now − interval/2).
 	mid := float64(len(ys)-1) / 2
 	from := mid + 0.5 - levelWindow/2/interval // the level's midpoint
 	to := from + horizon/interval
@@ -2057,7 +2058,10 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 // forecast stayed at the level plus its margins while the rate doubled within the lead
 // time. The rise's own line starts at the trough and lags its convex start less; capped at
 // the highest rate the history shows, a wave shorter than the horizon is not extrapolated
-// past its peak.
+// past its peak. As stepUp's split, the run's start is chosen from the same rates, so 99% is
+// a threshold rather than an exact test level. A step up after a fall reads as such a rise
+// (the step's test is then not run): capped by the history's highest rate, which includes
+// the newest bucket, the rise goes no higher than the step's own level or an earlier peak.
 func (a *AheadState) troughRise(window, interval, horizon, headroom float64) (rise float64, ok bool) {
 	ys, ok := a.windowRates(window, interval)
 	if !ok {
@@ -2072,6 +2076,9 @@ func (a *AheadState) troughRise(window, interval, horizon, headroom float64) (ri
 	v := p.vertex()
 	if !(v > -mid) {
 		return 0, false // the lowest point is not inside the window: a rise speeding up
+	}
+	if !(v <= mid-float64(aheadStepIntervals-1)) {
+		return 0, false // too few rates after it to read a rise (or a line: no turn at all)
 	}
 	first := int(math.Ceil(v + mid)) // the first rate after the trough
 	n := m - first

@@ -198,11 +198,25 @@ func TestAheadState_Forecast(t *testing.T) {
 	})
 	t.Run("a fall that levels off is no trough", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
-		feed(&a, 250, func(t float64) float64 { return math.Max(5, 50-0.3*t) })
+		feed(&a, 250, func(t float64) float64 {
+			return math.Max(5, 50-0.3*t) + []float64{0, 1, -1, 0.5, 1.5, -0.5}[int(t/5)%6] // Poisson-sized noise
+		})
 		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
-		require.Zero(t, f.Trough)
-		require.InDelta(t, 5, f.Level, 1e-9)
+		require.Zero(t, f.Trough, "the noise after the lowest point is no rise")
+	})
+	t.Run("a rise from a trough: no higher than the history's highest rate", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 185, func(t float64) float64 {
+			if t < 150 {
+				return 30 - t/6 // 30 → 5 req/s
+			}
+			return 5 + 0.8*(t-150)
+		})
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.Positive(t, f.Trough)
+		require.InDelta(t, a.highestRate(), f.Level+f.Trough, 1e-9, "the rise's line over the horizon, 0.8 req/s per s, would pass 60")
 	})
 	for _, tc := range []struct {
 		name string
