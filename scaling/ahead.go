@@ -537,7 +537,8 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// Bursts within a bucket add to the variation between buckets.
 	f.Burst = a.burst(interval)
 	// A rise from a trough is forecast along its own line (troughRise), not the line through
-	// the whole window, which holds the fall before the trough and lags the rise, or falls.
+	// the whole window, which holds the fall before the trough and lags the rise, or falls
+	// (unless it is a step, below).
 	if !f.bursty() {
 		if up, ok := a.troughRise(window, interval, horizon, a.highestRate()-f.Level); ok && up > rise {
 			f.Trough, f.TroughLine, rise = up, rise, up
@@ -547,10 +548,11 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// over the horizon (a step from 1.5 to 41 req/s was forecast at 116 req/s a minute after
 	// it). The rate after the step is the forecast's base instead, as the level once its
 	// window has passed the step. Not on bursty arrivals, whose busy spells of a few
-	// intervals pass for steps and whose rises a burst later needs.
-	if rise > 0 && !f.bursty() && f.Trough == 0 {
+	// intervals pass for steps and whose rises a burst later needs. A step after a fall also
+	// reads as a rise from a trough: the step wins.
+	if rise > 0 && !f.bursty() {
 		if post, ok := a.stepUp(window, interval); ok {
-			f.Step, f.Slope = post, 0
+			f.Step, f.Slope, f.Trough, f.TroughLine = post, 0, 0, 0
 			rise = math.Max(0, post-f.Level)
 		}
 	}
@@ -2060,8 +2062,7 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 // the highest rate the history shows, a wave shorter than the horizon is not extrapolated
 // past its peak. As stepUp's split, the run's start is chosen from the same rates, so 99% is
 // a threshold rather than an exact test level. A step up after a fall reads as such a rise
-// (the step's test is then not run): capped by the history's highest rate, which includes
-// the newest bucket, the rise goes no higher than the step's own level or an earlier peak.
+// too; forecast then reads the step (stepUp), which replaces it.
 func (a *AheadState) troughRise(window, interval, horizon, headroom float64) (rise float64, ok bool) {
 	ys, ok := a.windowRates(window, interval)
 	if !ok {

@@ -205,18 +205,36 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.True(t, ok)
 		require.Zero(t, f.Trough, "the noise after the lowest point is no rise")
 	})
+	t.Run("a step after a fall: the step, not a rise from a trough", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 220, func(t float64) float64 {
+			switch {
+			case t < 150:
+				return 30 - t/6 // 30 → 5 req/s
+			case t < 190:
+				return 5
+			default:
+				return 25
+			}
+		})
+		f, ok := a.forecast(65, 5)
+		require.True(t, ok)
+		require.InDelta(t, 25, f.Step, 1e-9)
+		require.Zero(t, f.Trough)
+		require.Zero(t, f.TroughLine)
+	})
 	t.Run("a rise from a trough: no higher than the history's highest rate", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
-		feed(&a, 185, func(t float64) float64 {
+		feed(&a, 195, func(t float64) float64 {
 			if t < 150 {
 				return 30 - t/6 // 30 → 5 req/s
 			}
-			return 5 + 0.8*(t-150)
+			return 5 + 0.3*(t-150)
 		})
 		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Positive(t, f.Trough)
-		require.InDelta(t, a.highestRate(), f.Level+f.Trough, 1e-9, "the rise's line over the horizon, 0.8 req/s per s, would pass 60")
+		require.InDelta(t, a.highestRate(), f.Level+f.Trough, 1e-9, "the rise's line over the horizon, 0.3 req/s per s, would pass 35")
 	})
 	for _, tc := range []struct {
 		name string
