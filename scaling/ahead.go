@@ -539,8 +539,14 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// A rise from a trough is forecast along its own line (troughRise), not the line through
 	// the whole window, which holds the fall before the trough and lags the rise, or falls
 	// (unless it is a step, below).
+	// The parabola through the window's interval rates is fitted once, for both rules.
+	var cv windowCurve
+	curved := false
 	if !f.bursty() {
-		if up, ok := a.troughRise(window, interval, horizon, a.highestRate()-f.Level); ok && up > rise {
+		cv, curved = a.curve(window, interval)
+	}
+	if curved {
+		if up, ok := cv.troughRise(interval, horizon, a.highestRate()-f.Level); ok && up > rise {
 			f.Trough, f.TroughLine, rise = up, rise, up
 		}
 	}
@@ -558,8 +564,8 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 	// A rise that slows down is forecast to its turn (bentRise), not along the line through
 	// the whole window, which keeps the rise's earlier slope past the turn.
-	if rise > 0 && f.Step == 0 && !f.bursty() { // a trough's parabola curves up: no bend
-		if bent, ok := a.bentRise(window, interval, a.levelWindow(interval), horizon); ok && bent < rise {
+	if rise > 0 && f.Step == 0 && curved { // a trough's parabola curves up: no bend
+		if bent, ok := cv.bentRise(interval, a.levelWindow(interval), horizon); ok && bent < rise {
 			f.Bend, f.LineRise, rise = bent, rise, bent
 		}
 	}
@@ -784,7 +790,7 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 		return 0, false // not a rise (rounding aside), or no better than the line
 	}
 	if n := m - split; n >= 4 {
-		if tf := fitTrend(xs[:n], ys[split:]); tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence) {
+		if fitTrend(xs[:n], ys[split:]).risesOnItsOwn(n) {
 			return 0, false
 		}
 	}
@@ -1960,6 +1966,13 @@ func fitTrend(xs, ys []float64) trendFit {
 // trend never scales down early).
 func (tf trendFit) rise(h float64) float64 { return math.Max(0, tf.slope*h) }
 
+// risesOnItsOwn reports whether the line through a run of n rates rises by more than
+// chance: its slope's t statistic is over the aheadStepConfidence quantile of Student's t
+// with n−2 degrees of freedom (stepUp and troughRise read a run after a split so).
+func (tf trendFit) risesOnItsOwn(n int) bool {
+	return tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
+}
+
 // peakSince is the highest count of the recommendations h (a window kept by
 // pushRecommendation: decreasing counts, oldest first) made at since or later (0: none).
 func peakSince(h []Recommendation, since float64) int {
@@ -2020,25 +2033,39 @@ func (t *tick) aheadHoldWindow(lead float64, foreseen bool) float64 {
 	return lead
 }
 
-// bentRise reports whether the trend window's interval rates (the newest window seconds of
-// them, as stepUp reads them; at least 2·aheadStepIntervals+1) bend down: a parabola fits
-// them better than the line by more than chance — the F test of one parameter more at
-// aheadStepConfidence, as stepUp's — with a negative curvature. rise is then the parabola's
+// windowCurve is the trend window's interval rates (windowRates: the newest window seconds
+// of them, as stepUp reads them; at least 2·aheadStepIntervals+1) and the parabola through
+// them, which bentRise and troughRise read.
+type windowCurve struct {
+	ys []float64
+	p  parabola
+}
+
+// curve fits the parabola through the trend window's interval rates; ok is false when there
+// are too few of them or the parabola fits them no better than the line by more than chance
+// (fitParabola: the F test of one parameter more at aheadStepConfidence, as stepUp's).
+func (a *AheadState) curve(window, interval float64) (windowCurve, bool) {
+	ys, ok := a.windowRates(window, interval)
+	if !ok {
+		return windowCurve{}, false
+	}
+	p, ok := fitParabola(ys)
+	return windowCurve{ys: ys, p: p}, ok
+}
+
+// bentRise reports whether the window's curve (a parabola that fits its interval rates
+// better than the line, curve) bends down: a negative curvature. rise is then the parabola's
 // highest rise over the horizon from the level's midpoint (levelWindow seconds back from
 // now, halved), at least 0: a rise that slows is forecast to its turn rather than along the
 // line through the whole window, which a sinusoid's peak overshoots by more than its
 // amplitude (a 2–30 req/s sinusoid of a 300 s period was forecast at 48 req/s at its peak).
-func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (rise float64, ok bool) {
-	ys, ok := a.windowRates(window, interval)
-	if !ok {
-		return 0, false
-	}
-	p, ok := fitParabola(ys)
-	if !ok || !(p.c2 < 0) {
+func (c windowCurve) bentRise(interval, levelWindow, horizon float64) (rise float64, ok bool) {
+	p := c.p
+	if !(p.c2 < 0) {
 		return 0, false
 	}
 	// Positions in intervals, centred (the newest interval's midpoint is now − interval/2).
-	mid := float64(len(ys)-1) / 2
+	mid := float64(len(c.ys)-1) / 2
 	from := mid + 0.5 - levelWindow/2/interval // the level's midpoint
 	to := from + horizon/interval
 	top := math.Max(p.at(from), p.at(to))
@@ -2048,12 +2075,10 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 	return math.Max(0, top-p.at(from)), true
 }
 
-// troughRise reports whether the trend window's interval rates (as stepUp and bentRise read
-// them) turn up from a trough: a parabola fits them better than the line by more than chance
-// (fitParabola) with a positive curvature and its lowest point inside the window, and the
-// rates after that point (at least aheadStepIntervals) rise on their own — their line's
-// slope has a t statistic over the aheadStepConfidence quantile of Student's t, as stepUp
-// reads a run. rise is then that line's slope over the horizon, at most headroom (the
+// troughRise reports whether the window's curve (a parabola that fits its interval rates
+// better than the line, curve) turns up from a trough: a positive curvature, the lowest
+// point inside the window, and the rates after that point (at least aheadStepIntervals)
+// rise on their own (risesOnItsOwn, as stepUp reads a run). rise is then that line's slope over the horizon, at most headroom (the
 // history's highest rate less the level, at least 0). The line through the whole window
 // holds the fall before the trough: on a 9–56 req/s sinusoid of a 300 s period (the
 // robustness benchmark's seed 3, case 18) it still fell 30 s into the second rise, and the
@@ -2063,13 +2088,9 @@ func (a *AheadState) bentRise(window, interval, levelWindow, horizon float64) (r
 // past its peak. As stepUp's split, the run's start is chosen from the same rates, so 99% is
 // a threshold rather than an exact test level. A step up after a fall reads as such a rise
 // too; forecast then reads the step (stepUp), which replaces it.
-func (a *AheadState) troughRise(window, interval, horizon, headroom float64) (rise float64, ok bool) {
-	ys, ok := a.windowRates(window, interval)
-	if !ok {
-		return 0, false
-	}
-	p, ok := fitParabola(ys)
-	if !ok || !(p.c2 > 0) {
+func (c windowCurve) troughRise(interval, horizon, headroom float64) (rise float64, ok bool) {
+	ys, p := c.ys, c.p
+	if !(p.c2 > 0) {
 		return 0, false
 	}
 	m := len(ys)
@@ -2082,16 +2103,13 @@ func (a *AheadState) troughRise(window, interval, horizon, headroom float64) (ri
 		return 0, false // too few rates after it to read a rise (or a line: no turn at all)
 	}
 	first := int(math.Ceil(v + mid)) // the first rate after the trough
-	n := m - first
-	if n < aheadStepIntervals {
-		return 0, false
-	}
+	n := m - first                   // at least aheadStepIntervals, by the bound above
 	xs := make([]float64, n)
 	for i := range xs {
 		xs[i] = float64(i)
 	}
 	tf := fitTrend(xs, ys[first:])
-	if !(tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)) {
+	if !tf.risesOnItsOwn(n) {
 		return 0, false
 	}
 	return math.Max(0, math.Min(tf.slope*horizon/interval, headroom)), true

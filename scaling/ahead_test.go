@@ -192,7 +192,9 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.Less(t, f.Level+f.Trough, sinusoid(330+65), "the rise's own line still lags its convex start")
 
 		window := a.trendWindow(65)
-		rise, ok := a.troughRise(window, 5, a.horizon(65, 5), 3)
+		cv, ok := a.curve(window, 5)
+		require.True(t, ok)
+		rise, ok := cv.troughRise(5, a.horizon(65, 5), 3)
 		require.True(t, ok)
 		require.InDelta(t, 3, rise, 1e-9, "no higher than the headroom to the history's highest rate")
 	})
