@@ -121,6 +121,10 @@ const (
 	// aheadStepIntervals the fewest intervals on each side of the step.
 	aheadStepConfidence = 0.99
 	aheadStepIntervals  = 3
+	// aheadWaveFall is how far, as a share of an earlier peak, the rate must have fallen
+	// since for that peak to be a wave's, which a rise back is forecast no higher than
+	// (wavePeak).
+	aheadWaveFall = 0.5
 	// aheadMaxLiveS bounds the live seconds a warmed history counts (AheadState.LiveS): past
 	// any trend window.
 	aheadMaxLiveS = 86400
@@ -424,6 +428,10 @@ type Forecast struct {
 	// (troughRise), which replaced the line's, TroughLine (both 0: none found, the line's was
 	// not lower, or a followed period gave the forecast).
 	Trough, TroughLine float64
+	// WavePeak is a wave's earlier peak that the forecast was held to, its margin added
+	// (wavePeak), and PeakCut what that took off the forecast, its misses first (both 0:
+	// none held it).
+	WavePeak, PeakCut float64
 	// Trusted says the forecast follows the period rather than the trend: the
 	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
 	// aheadTrustedCorrelation.
@@ -617,8 +625,44 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	if !f.Trusted {
 		f.Missed, f.MissWindows = a.forecastMiss(lead, interval)
 		f.Rate += f.Missed
+		// A wave comes back to about its earlier peak: a rise back to it is forecast no
+		// higher, plus the margin, while the level is not past it by more than the margin
+		// (the line through a wave's steepest rise, and the misses of its earlier rises,
+		// read a 9–56 req/s sinusoid of a 300 s period at 90 req/s at its second peak).
+		// Not on bursty arrivals, whose peaks are bursts; a period's rate may be higher.
+		if peak, ok := a.wavePeak(window); ok && !f.bursty() && f.Level < peak+margin {
+			top := math.Max(peak, f.Seasonal) + margin
+			if cut := f.Rate - top; cut > 0 {
+				f.WavePeak, f.PeakCut = peak, cut
+				f.Missed -= math.Min(cut, f.Missed)
+				f.Rate = top
+			}
+		}
 	}
 	return f, true
+}
+
+// wavePeak is the highest bucket rate of the history before the trend window (the newest
+// window seconds), when a later bucket's rate fell to aheadWaveFall of it or below: a wave's
+// earlier peak (ok false when there is none, or the rate has not fallen that far since; a
+// flat rate's noisy highs never do).
+func (a *AheadState) wavePeak(window float64) (peak float64, ok bool) {
+	last := len(a.Count) - 1
+	at := -1
+	for i := 0; i <= last && float64(last-i)*a.BucketS >= window; i++ {
+		if r := a.rate(i); !math.IsNaN(r) && (at < 0 || r > peak) {
+			peak, at = r, i
+		}
+	}
+	if at < 0 || !(peak > 0) {
+		return 0, false
+	}
+	for i := at + 1; i <= last; i++ {
+		if r := a.rate(i); !math.IsNaN(r) && r <= aheadWaveFall*peak {
+			return peak, true
+		}
+	}
+	return 0, false
 }
 
 // levelWindow is the span the level (the current rate) is measured over: a bucket, and at
@@ -1130,6 +1174,9 @@ func (t *tick) ahead() Decision {
 	}
 	if f.Trough > 0 {
 		why[0] += fmt.Sprintf(", a rise from a trough: +%.2f along its own line, not the line's +%.2f", f.Trough, f.TroughLine)
+	}
+	if f.PeakCut > 0 {
+		why[0] += fmt.Sprintf(", held to a wave's earlier peak of %.2f plus its margin (−%.2f)", f.WavePeak, f.PeakCut)
 	}
 	if f.PeriodS > 0 {
 		why[0] += fmt.Sprintf(", period %.0f s (r %.2f) → %.2f", f.PeriodS, f.Correlation, f.Seasonal)

@@ -110,6 +110,20 @@ func feed(a *AheadState, until float64, rate func(t float64) float64) {
 	}
 }
 
+// feedForecasting feeds the rate as feed does and, as a tick, records each forecast (its
+// misses apart) for the misses of later ones; it returns the last forecast.
+func feedForecasting(a *AheadState, until float64, rate func(t float64) float64) Forecast {
+	var f Forecast
+	for now := 5.0; now <= until; now += 5 {
+		a.record(now, 5, rate(now-2.5)*5, 3000, 300)
+		var ok bool
+		if f, ok = a.forecast(65, 5); ok {
+			a.recordForecast(f.Rate-f.Missed, f.Rate)
+		}
+	}
+	return f
+}
+
 func TestAheadState_Forecast(t *testing.T) {
 	t.Run("poisson", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -237,6 +251,60 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.True(t, ok)
 		require.Positive(t, f.Trough)
 		require.InDelta(t, a.highestRate(), f.Level+f.Trough, 1e-9, "the rise's line over the horizon, 0.3 req/s per s, would pass 35")
+	})
+	t.Run("a wave's second rise: no higher than its earlier peak, plus the margin", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		sinusoid := func(t float64) float64 { return 32.75 - 23.75*math.Cos(2*math.Pi*t/300) } // 9–56.5 req/s, peaks at 150 and 450 s
+		f := feedForecasting(&a, 430, sinusoid)
+		peak, ok := a.wavePeak(a.trendWindow(65))
+		require.True(t, ok)
+		require.InDelta(t, peak, f.WavePeak, 1e-9)
+		require.InDelta(t, 55, peak, 1, "the first peak's bucket")
+		require.Greater(t, f.PeakCut, 20.0, "the line through the steepest rise, and the misses, would add more than 20 req/s over the peak")
+		require.Zero(t, f.Missed, "the misses are taken off first")
+		require.InDelta(t, peak+math.Hypot(aheadQuantileZ*f.Spread, f.Burst), f.Rate, 1e-9)
+		require.GreaterOrEqual(t, f.Rate, sinusoid(450), "the peak the wave comes back to is still covered")
+	})
+	for _, tc := range []struct {
+		name       string
+		fallTo     float64 // from 30 req/s, at 150 s; a ramp from 250 s
+		ramp       float64 // req/s per s
+		until      float64
+		heldToPeak bool
+	}{
+		{"a rise back after a fall to half: held to the earlier peak", 15, 0.12, 380, true},
+		{"a fall to 60% is no wave's", 18, 0.08, 380, false},
+		{"a ramp past the earlier peak by more than the margin is not held", 15, 0.3, 400, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := AheadState{BucketS: 30}
+			f := feedForecasting(&a, tc.until, func(t float64) float64 {
+				switch {
+				case t < 150:
+					return 30
+				case t < 250:
+					return tc.fallTo
+				}
+				return tc.fallTo + tc.ramp*(t-250)
+			})
+			margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
+			require.Zero(t, f.Trough, "the window holds the ramp alone: no trough")
+			if !tc.heldToPeak {
+				require.Zero(t, f.PeakCut)
+				require.Greater(t, f.Rate, 30+margin, "the line's rise goes past the earlier peak")
+				return
+			}
+			require.Less(t, f.Level, 30.0)
+			require.InDelta(t, 30, f.WavePeak, 1e-9)
+			require.Positive(t, f.PeakCut)
+			require.InDelta(t, 30+margin, f.Rate, 1e-9)
+		})
+	}
+	t.Run("a flat rate's noisy highs are no wave", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 600, func(t float64) float64 { return 10 + []float64{-1.4, 0.6, 0, 1.2, -0.8, 0.4}[int(t/5)%6] })
+		_, ok := a.wavePeak(a.trendWindow(65))
+		require.False(t, ok)
 	})
 	for _, tc := range []struct {
 		name string
