@@ -428,10 +428,12 @@ type Forecast struct {
 	// (troughRise), which replaced the line's, TroughLine (both 0: none found, the line's was
 	// not lower, or a followed period gave the forecast).
 	Trough, TroughLine float64
-	// WavePeak is a wave's earlier peak that the forecast was held to, its margin added
-	// (wavePeak), and PeakCut what that took off the forecast, its misses first (both 0:
-	// none held it).
+	// WavePeak is a wave's earlier peak that held the forecast (holdToWavePeak), and PeakCut
+	// what that took off it, its misses first (both 0: none held it).
 	WavePeak, PeakCut float64
+	// wave is the earlier peak holdToWavePeak reads (wavePeak; 0: none, bursty arrivals, or
+	// a followed period).
+	wave float64
 	// Trusted says the forecast follows the period rather than the trend: the
 	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
 	// aheadTrustedCorrelation.
@@ -445,8 +447,8 @@ type Forecast struct {
 	// it: burstReference), beyond Poisson noise.
 	Burst float64
 	// Missed is what Rate includes for the forecast's own misses (forecastMiss, less what
-	// carryMisses took off; 0 when a followed period gives the forecast), over MissWindows
-	// past forecasts.
+	// carryMisses and holdToWavePeak took off; 0 when a followed period gives the forecast),
+	// over MissWindows past forecasts.
 	Missed      float64
 	MissWindows int
 	// Carried is the part of the misses that the forecast's rise above its level and margins
@@ -625,21 +627,32 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	if !f.Trusted {
 		f.Missed, f.MissWindows = a.forecastMiss(lead, interval)
 		f.Rate += f.Missed
-		// A wave comes back to about its earlier peak: a rise back to it is forecast no
-		// higher, plus the margin, while the level is not past it by more than the margin
-		// (the line through a wave's steepest rise, and the misses of its earlier rises,
-		// read a 9–56 req/s sinusoid of a 300 s period at 90 req/s at its second peak).
-		// Not on bursty arrivals, whose peaks are bursts; a period's rate may be higher.
-		if peak, ok := a.wavePeak(window); ok && !f.bursty() && f.Level < peak+margin {
-			top := math.Max(peak, f.Seasonal) + margin
-			if cut := f.Rate - top; cut > 0 {
-				f.WavePeak, f.PeakCut = peak, cut
-				f.Missed -= math.Min(cut, f.Missed)
-				f.Rate = top
-			}
+		if !f.bursty() {
+			f.wave, _ = a.wavePeak(window) // holdToWavePeak reads it
 		}
 	}
 	return f, true
+}
+
+// holdToWavePeak holds the forecast, its misses first, to a wave's earlier peak (wave, found
+// by forecast on calm arrivals with no followed period) plus the margin, while the level is
+// not past that peak by more than the margin: a wave comes back to about its earlier peak,
+// where the line through its steepest rise and the misses of its earlier rises carry the
+// forecast far past it (a 9–56 req/s sinusoid of a 300 s period was forecast at 90 req/s at
+// its second peak). The level, a step found (stepUp) and the rate of a period found but not
+// followed are measured, not extrapolated: the forecast is never held under any of them plus
+// the margin. Called after carryMisses, so that it holds what the tick sizes for.
+func (f *Forecast) holdToWavePeak() {
+	margin := f.margin()
+	if !(f.wave > 0) || !(f.Level < f.wave+margin) {
+		return
+	}
+	top := math.Max(math.Max(f.wave, f.Level), math.Max(f.Seasonal, f.Step)) + margin
+	if cut := f.Rate - top; cut > 0 {
+		f.WavePeak, f.PeakCut = f.wave, cut
+		f.Missed -= math.Min(cut, f.Missed)
+		f.Rate = top
+	}
 }
 
 // wavePeak is the highest bucket rate of the history before the trend window (the newest
@@ -1151,6 +1164,7 @@ func (t *tick) ahead() Decision {
 	if t.p.cfg.Mode != config.ModeAgg {
 		f.carryMisses()
 	}
+	f.holdToWavePeak()
 	a.recordForecast(f.Rate-f.Missed, f.Rate)
 	if f.ISL == 0 && t.st.LastISL != nil {
 		f.ISL, f.OSL = *t.st.LastISL, *t.st.LastOSL
@@ -1176,7 +1190,7 @@ func (t *tick) ahead() Decision {
 		why[0] += fmt.Sprintf(", a rise from a trough: +%.2f along its own line, not the line's +%.2f", f.Trough, f.TroughLine)
 	}
 	if f.PeakCut > 0 {
-		why[0] += fmt.Sprintf(", held to a wave's earlier peak of %.2f plus its margin (−%.2f)", f.WavePeak, f.PeakCut)
+		why[0] += fmt.Sprintf(", held at %.2f by a wave's earlier peak of %.2f (−%.2f)", f.Rate, f.WavePeak, f.PeakCut)
 	}
 	if f.PeriodS > 0 {
 		why[0] += fmt.Sprintf(", period %.0f s (r %.2f) → %.2f", f.PeriodS, f.Correlation, f.Seasonal)
@@ -2015,7 +2029,8 @@ func (tf trendFit) rise(h float64) float64 { return math.Max(0, tf.slope*h) }
 
 // risesOnItsOwn reports whether the line through a run of n rates rises by more than
 // chance: its slope's t statistic is over the aheadStepConfidence quantile of Student's t
-// with n−2 degrees of freedom (stepUp and troughRise read a run after a split so).
+// with n−2 degrees of freedom (stepUp reads the run after its split so, troughRise the run
+// after the trough).
 func (tf trendFit) risesOnItsOwn(n int) bool {
 	return tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
 }
@@ -2125,12 +2140,12 @@ func (c windowCurve) bentRise(interval, levelWindow, horizon float64) (rise floa
 // troughRise reports whether the window's curve (a parabola that fits its interval rates
 // better than the line, curve) turns up from a trough: a positive curvature, the lowest
 // point inside the window, and the rates after that point (at least aheadStepIntervals)
-// rise on their own (risesOnItsOwn, as stepUp reads a run). rise is then that line's slope over the horizon, at most headroom (the
-// history's highest rate less the level, at least 0). The line through the whole window
-// holds the fall before the trough: on a 9–56 req/s sinusoid of a 300 s period (the
-// robustness benchmark's seed 3, case 18) it still fell 30 s into the second rise, and the
-// forecast stayed at the level plus its margins while the rate doubled within the lead
-// time. The rise's own line starts at the trough and lags its convex start less; capped at
+// rise on their own (risesOnItsOwn, as stepUp reads a run). rise is then that line's slope
+// over the horizon, at most headroom (the history's highest rate less the level, at least
+// 0). The line through the whole window holds the fall before the trough: on a 9–56 req/s
+// sinusoid of a 300 s period (the robustness benchmark's seed 3, case 18) it still fell
+// 30 s into the second rise, and the forecast stayed at the level plus its margins while
+// the rate doubled within the lead time. The rise's own line starts at the trough and lags its convex start less; capped at
 // the highest rate the history shows, a wave shorter than the horizon is not extrapolated
 // past its peak. As stepUp's split, the run's start is chosen from the same rates, so 99% is
 // a threshold rather than an exact test level. A step up after a fall reads as such a rise
@@ -2216,7 +2231,7 @@ func (a *AheadState) highestRate() float64 {
 
 // windowRates are the trend window's interval rates, oldest first: the newest window
 // seconds of them, within its buckets (none from before a gap in the observations); ok is
-// false when there are fewer than 2·aheadStepIntervals+1 (stepUp and bentRise read them).
+// false when there are fewer than 2·aheadStepIntervals+1 (stepUp and curve read them).
 func (a *AheadState) windowRates(window, interval float64) (ys []float64, ok bool) {
 	if !(interval > 0) || !(window > 0) || !(a.BucketS > 0) {
 		return nil, false

@@ -110,14 +110,17 @@ func feed(a *AheadState, until float64, rate func(t float64) float64) {
 	}
 }
 
-// feedForecasting feeds the rate as feed does and, as a tick, records each forecast (its
-// misses apart) for the misses of later ones; it returns the last forecast.
+// feedForecasting feeds the rate as feed does and forecasts at each tick as a disaggregated
+// deployment's does (its misses carried by its rise, then held to a wave's earlier peak),
+// recording each forecast for the misses of later ones; it returns the last forecast.
 func feedForecasting(a *AheadState, until float64, rate func(t float64) float64) Forecast {
 	var f Forecast
 	for now := 5.0; now <= until; now += 5 {
 		a.record(now, 5, rate(now-2.5)*5, 3000, 300)
 		var ok bool
 		if f, ok = a.forecast(65, 5); ok {
+			f.carryMisses()
+			f.holdToWavePeak()
 			a.recordForecast(f.Rate-f.Missed, f.Rate)
 		}
 	}
@@ -262,7 +265,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.InDelta(t, 55, peak, 1, "the first peak's bucket")
 		require.Greater(t, f.PeakCut, 20.0, "the line through the steepest rise, and the misses, would add more than 20 req/s over the peak")
 		require.Zero(t, f.Missed, "the misses are taken off first")
-		require.InDelta(t, peak+math.Hypot(aheadQuantileZ*f.Spread, f.Burst), f.Rate, 1e-9)
+		require.InDelta(t, peak+f.margin(), f.Rate, 1e-9)
 		require.GreaterOrEqual(t, f.Rate, sinusoid(450), "the peak the wave comes back to is still covered")
 	})
 	for _, tc := range []struct {
@@ -287,7 +290,7 @@ func TestAheadState_Forecast(t *testing.T) {
 				}
 				return tc.fallTo + tc.ramp*(t-250)
 			})
-			margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
+			margin := f.margin()
 			require.Zero(t, f.Trough, "the window holds the ramp alone: no trough")
 			if !tc.heldToPeak {
 				require.Zero(t, f.PeakCut)
@@ -300,6 +303,48 @@ func TestAheadState_Forecast(t *testing.T) {
 			require.InDelta(t, 30+margin, f.Rate, 1e-9)
 		})
 	}
+	t.Run("a ramp from the start is no wave's fall", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 400, func(t float64) float64 { return math.Min(30, 2+0.2*t) }) // 2 → 30 req/s over 140 s, then flat
+		_, ok := a.wavePeak(a.trendWindow(65))
+		require.False(t, ok, "the low rates before the peak are no fall after it")
+	})
+	t.Run("a step past the earlier peak is not held under it", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		f := feedForecasting(&a, 430, func(t float64) float64 {
+			switch {
+			case t < 150:
+				return 30
+			case t < 400:
+				return 12
+			}
+			return 45
+		})
+		require.InDelta(t, 45, f.Step, 1e-9)
+		require.Less(t, f.Level, 30+f.margin(), "the level still lags the step")
+		require.GreaterOrEqual(t, f.Rate, 45+f.margin(), "the step is measured: the forecast starts from it")
+	})
+	t.Run("a level just past the earlier peak keeps its margin", func(t *testing.T) {
+		rate := func(t float64) float64 {
+			switch {
+			case t < 150:
+				return 30
+			case t < 250:
+				return 8
+			}
+			return 8 + 0.3*(t-250) + []float64{0, 1.5, -1.5, 1, -1, 0}[int(t/5)%6] // with noise
+		}
+		between := 0
+		for until := 300.0; until <= 400; until += 5 {
+			a := AheadState{BucketS: 30}
+			f := feedForecasting(&a, until, rate)
+			if peak, ok := a.wavePeak(a.trendWindow(65)); ok && f.Level > peak && f.Level < peak+f.margin() {
+				between++
+				require.GreaterOrEqual(t, f.Rate, f.Level+f.margin()-1e-9, "at %.0f s: never held under the level plus the margin", until)
+			}
+		}
+		require.Positive(t, between, "some tick's level lies between the peak and the peak plus the margin")
+	})
 	t.Run("a flat rate's noisy highs are no wave", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 600, func(t float64) float64 { return 10 + []float64{-1.4, 0.6, 0, 1.2, -0.8, 0.4}[int(t/5)%6] })
