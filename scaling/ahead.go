@@ -2145,11 +2145,12 @@ func (c windowCurve) bentRise(interval, levelWindow, horizon float64) (rise floa
 // 0). The line through the whole window holds the fall before the trough: on a 9–56 req/s
 // sinusoid of a 300 s period (the robustness benchmark's seed 3, case 18) it still fell
 // 30 s into the second rise, and the forecast stayed at the level plus its margins while
-// the rate doubled within the lead time. The rise's own line starts at the trough and lags its convex start less; capped at
-// the highest rate the history shows, a wave shorter than the horizon is not extrapolated
-// past its peak. As stepUp's split, the run's start is chosen from the same rates, so 99% is
-// a threshold rather than an exact test level. A step up after a fall reads as such a rise
-// too; forecast then reads the step (stepUp), which replaces it.
+// the rate doubled within the lead time. The rise's own line starts at the trough and lags
+// its convex start less; capped at the highest rate the history shows, a wave shorter than
+// the horizon is not extrapolated past its peak. As stepUp's split, the run's start is
+// chosen from the same rates, so 99% is a threshold rather than an exact test level. A step
+// up after a fall reads as such a rise too; forecast then reads the step (stepUp), which
+// replaces it.
 func (c windowCurve) troughRise(interval, horizon, headroom float64) (rise float64, ok bool) {
 	ys, p := c.ys, c.p
 	if !(p.c2 > 0) {
