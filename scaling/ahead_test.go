@@ -127,6 +127,32 @@ func feedForecasting(a *AheadState, until float64, rate func(t float64) float64)
 	return f
 }
 
+func TestForecast_HoldToWavePeak(t *testing.T) {
+	// Level 20, margin 2 (the spread alone: aheadQuantileZ × Spread), a wave's earlier peak of
+	// 30: held at 32 at most.
+	spread := 2 / aheadQuantileZ
+	for _, tc := range []struct {
+		name              string
+		f                 Forecast
+		rate, missed, cut float64
+	}{
+		{"a cut under the misses comes off them", Forecast{Level: 20, Spread: spread, wave: 30, Missed: 10, Rate: 20 + 5 + 10 + 2}, 32, 5, 5},
+		{"a cut over the misses takes them all, then the rise", Forecast{Level: 20, Spread: spread, wave: 30, Missed: 4, Rate: 20 + 15 + 4 + 2}, 32, 0, 9},
+		{"under the peak plus the margin: nothing held", Forecast{Level: 20, Spread: spread, wave: 30, Missed: 4, Rate: 31}, 31, 4, 0},
+		{"a level past the peak by more than the margin: not held", Forecast{Level: 33, Spread: spread, wave: 30, Missed: 10, Rate: 45}, 45, 10, 0},
+		{"a step found above the peak: held no lower than the step", Forecast{Level: 20, Spread: spread, wave: 30, Step: 40, Missed: 10, Rate: 52}, 42, 0, 10},
+		{"no wave: nothing held", Forecast{Level: 20, Spread: spread, Missed: 10, Rate: 40}, 40, 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.f
+			f.holdToWavePeak()
+			require.InDelta(t, tc.rate, f.Rate, 1e-9)
+			require.InDelta(t, tc.missed, f.Missed, 1e-9)
+			require.InDelta(t, tc.cut, f.PeakCut, 1e-9)
+		})
+	}
+}
+
 func TestAheadState_Forecast(t *testing.T) {
 	t.Run("poisson", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
