@@ -1,0 +1,226 @@
+package evaluate
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// TargetOracleRatio is the most GPU-hours a policy may use against the hindsight oracle's
+// (issue 12's target: at most 1.15× the oracle, no more than the best static deployment,
+// the goodput the policies are held to, and more goodput than Dynamo's SLA planner at no
+// more GPU-hours).
+const TargetOracleRatio = 1.15
+
+// TargetScore is how one run of one scenario (or robustness case) stands against the
+// targets: the run and the rows it is measured against (nil: not run there).
+type TargetScore struct {
+	// Name is the scenario's (or the case's).
+	Name string
+	// SLOGoodput is the goodput the policy is held to (0.95 unless the scenario says).
+	SLOGoodput float64
+	// Run is the policy's row; Oracle, BestStatic and Against the hindsight oracle's, the best
+	// static deployment's and the policy it must beat's (dynamo-sla).
+	Run, Oracle, BestStatic, Against *Row
+}
+
+// GoodputMet reports whether the run reaches the goodput it is held to.
+func (s TargetScore) GoodputMet() bool { return s.Run.Goodput >= s.SLOGoodput }
+
+// OracleRatio is the run's GPU-hours over the oracle's (false: no oracle, or one that used
+// none).
+func (s TargetScore) OracleRatio() (float64, bool) {
+	if s.Oracle == nil || !(s.Oracle.GPUHours > 0) {
+		return 0, false
+	}
+	return s.Run.GPUHours / s.Oracle.GPUHours, true
+}
+
+// OracleMet reports whether the run uses at most TargetOracleRatio of the oracle's
+// GPU-hours (false when no oracle ran).
+func (s TargetScore) OracleMet() bool {
+	_, ok := s.OracleRatio()
+	return ok && s.Run.GPUHours <= TargetOracleRatio*s.Oracle.GPUHours
+}
+
+// StaticRatio is the run's GPU-hours over the best static deployment's (false: none ran).
+func (s TargetScore) StaticRatio() (float64, bool) {
+	if s.BestStatic == nil || !(s.BestStatic.GPUHours > 0) {
+		return 0, false
+	}
+	return s.Run.GPUHours / s.BestStatic.GPUHours, true
+}
+
+// StaticMet reports whether the run uses no more GPU-hours than the best static deployment
+// (false when none ran).
+func (s TargetScore) StaticMet() bool {
+	r, ok := s.StaticRatio()
+	return ok && r <= 1
+}
+
+// AgainstMet reports whether the run gets more goodput than the policy it must beat at no
+// more GPU-hours (false when that policy did not run).
+func (s TargetScore) AgainstMet() bool {
+	return s.Against != nil && s.Run.Goodput > s.Against.Goodput && s.Run.GPUHours <= s.Against.GPUHours
+}
+
+// scoreRows finds policy's row and the rows it is measured against among rows (false when
+// the policy did not run).
+func scoreRows(name string, sloGoodput float64, rows []Row, policy, against string) (TargetScore, bool) {
+	s := TargetScore{Name: name, SLOGoodput: sloGoodput}
+	for i := range rows {
+		r := &rows[i]
+		switch {
+		case r.Kind == KindPolicy && r.Name == policy:
+			s.Run = r
+		case r.Kind == KindPolicy && r.Name == against:
+			s.Against = r
+		case r.Kind == KindOracle:
+			s.Oracle = r
+		case r.Kind == KindStatic && r.Name == "best-static":
+			s.BestStatic = r
+		}
+	}
+	return s, s.Run != nil
+}
+
+// ScenarioTargets scores policy on each scenario report against the targets, measured
+// against the policy named against; the reports where policy did not run are returned apart
+// (by scenario name).
+func ScenarioTargets(reports []*Report, policy, against string) (scores []TargetScore, notRun []string) {
+	for _, rep := range reports {
+		slo := rep.SLOGoodput
+		if !(slo > 0) {
+			slo = DefaultSLOGoodput
+		}
+		if s, ok := scoreRows(rep.Scenario, slo, rep.Rows, policy, against); ok {
+			scores = append(scores, s)
+		} else {
+			notRun = append(notRun, rep.Scenario)
+		}
+	}
+	return scores, notRun
+}
+
+// RobustTargets scores policy on each case of a robustness report, as ScenarioTargets
+// does a scenario (the cases are held to DefaultSLOGoodput).
+func RobustTargets(rep *RobustReport, policy, against string) []TargetScore {
+	var scores []TargetScore
+	for _, c := range rep.Cases {
+		if s, ok := scoreRows(c.Name, DefaultSLOGoodput, c.Rows, policy, against); ok {
+			scores = append(scores, s)
+		}
+	}
+	return scores
+}
+
+// WriteScenarioTargets writes a Markdown table of each scenario against the targets, with
+// how far a run is from each target it misses. The ratios are of the unrounded GPU-hours.
+func WriteScenarioTargets(w io.Writer, scores []TargetScore, policy, against string) error {
+	fmt.Fprintf(w, "| scenario | %s | goodput target | ≤ %.2f× the oracle's GPU-h | ≤ the best static's GPU-h | more goodput than %s at no more GPU-h |\n|---|---|---|---|---|---|\n",
+		policy, TargetOracleRatio, against)
+	for _, s := range scores {
+		cells := []string{s.Name, fmt.Sprintf("%.1f%% at %.2f GPU-h", 100*s.Run.Goodput, s.Run.GPUHours), goodputCell(s), oracleCell(s), staticCell(s), againstCell(s, against)}
+		for i, c := range cells {
+			cells[i] = strings.ReplaceAll(c, "|", "\\|")
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// WriteRobustTargets writes one Markdown table row per robustness report (name: what it
+// is): how many of its cases meet each target. The header is written first when header is
+// set.
+func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, header bool, against string) error {
+	if header {
+		fmt.Fprintf(w, "| benchmark | cases | goodput target | ≤ %.2f× the oracle's GPU-h | ≤ the best static's GPU-h | more goodput than %s at no more GPU-h | all four |\n|---|---|---|---|---|---|---|\n",
+			TargetOracleRatio, against)
+	}
+	var goodput, oracle, oracles, static, statics, beat, all int
+	for _, s := range scores {
+		_, hasOracle := s.OracleRatio()
+		_, hasStatic := s.StaticRatio()
+		goodput += b2i(s.GoodputMet())
+		oracle += b2i(s.OracleMet())
+		oracles += b2i(hasOracle)
+		static += b2i(s.StaticMet())
+		statics += b2i(hasStatic)
+		beat += b2i(s.AgainstMet())
+		all += b2i(s.GoodputMet() && s.OracleMet() && s.StaticMet() && s.AgainstMet())
+	}
+	of := func(k, n int) string {
+		if n == 0 {
+			return "not run"
+		}
+		return fmt.Sprintf("%d of %d", k, n)
+	}
+	allCell := of(all, len(scores))
+	if oracles == 0 {
+		var three int
+		for _, s := range scores {
+			three += b2i(s.GoodputMet() && s.StaticMet() && s.AgainstMet())
+		}
+		allCell = "no oracle; the other three: " + of(three, len(scores))
+	}
+	_, err := fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", name, len(scores), of(goodput, len(scores)), of(oracle, oracles),
+		of(static, statics), of(beat, len(scores)), allCell)
+	return err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func goodputCell(s TargetScore) string {
+	if s.GoodputMet() {
+		return fmt.Sprintf("met (≥ %.0f%%)", 100*s.SLOGoodput)
+	}
+	return fmt.Sprintf("%.1f points short of %.0f%%", 100*(s.SLOGoodput-s.Run.Goodput), 100*s.SLOGoodput)
+}
+
+func oracleCell(s TargetScore) string {
+	r, ok := s.OracleRatio()
+	if !ok {
+		return "no oracle"
+	}
+	cell := fmt.Sprintf("%.2f× (oracle %.1f%% at %.2f)", r, 100*s.Oracle.Goodput, s.Oracle.GPUHours)
+	if s.OracleMet() {
+		return "met: " + cell
+	}
+	return fmt.Sprintf("%s: %.2f GPU-h over", cell, s.Run.GPUHours-TargetOracleRatio*s.Oracle.GPUHours)
+}
+
+func staticCell(s TargetScore) string {
+	r, ok := s.StaticRatio()
+	if !ok {
+		return "no static"
+	}
+	cell := fmt.Sprintf("%s %.1f%% at %.2f", s.BestStatic.Deployment, 100*s.BestStatic.Goodput, s.BestStatic.GPUHours)
+	if r <= 1 {
+		return fmt.Sprintf("met: %.1f%% under %s", 100*(1-r), cell)
+	}
+	return fmt.Sprintf("%.1f%% over %s", 100*(r-1), cell)
+}
+
+func againstCell(s TargetScore, against string) string {
+	if s.Against == nil {
+		return against + " not run"
+	}
+	cell := fmt.Sprintf("%.1f%% at %.2f", 100*s.Against.Goodput, s.Against.GPUHours)
+	if s.AgainstMet() {
+		return "met: " + cell
+	}
+	var why []string
+	if s.Run.Goodput <= s.Against.Goodput {
+		why = append(why, "no more goodput")
+	}
+	if s.Run.GPUHours > s.Against.GPUHours && s.Against.GPUHours > 0 {
+		why = append(why, fmt.Sprintf("%.0f%% more GPU-h", 100*(s.Run.GPUHours/s.Against.GPUHours-1)))
+	}
+	return cell + ": " + strings.Join(why, ", ")
+}

@@ -1,0 +1,111 @@
+package evaluate
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// oracleGPUHours is the oracle's GPU-hours in targetRows (a variable: 1.15 times it is then
+// the product the check computes, not a constant folded exactly).
+var oracleGPUHours = 2.69
+
+// targetRows is a scenario's rows: the policy, Dynamo's SLA planner, the oracle, a listed
+// static and the best static.
+func targetRows(goodput, gpu float64) []Row {
+	return []Row{
+		{Name: "ahead", Kind: KindPolicy, Goodput: goodput, GPUHours: gpu},
+		{Name: "dynamo-sla", Kind: KindPolicy, Goodput: 0.4, GPUHours: 2.7},
+		{Name: "oracle", Kind: KindOracle, Goodput: 0.984, GPUHours: oracleGPUHours},
+		{Name: "static 1P 1D", Kind: KindStatic, Deployment: "1P 1D", Goodput: 0.1, GPUHours: 1},
+		{Name: "best-static", Kind: KindStatic, Deployment: "3P 3D", Goodput: 0.925, GPUHours: 2.9},
+	}
+}
+
+// TestScenarioTargets: each target met or missed at its edge, and what the table says of it.
+func TestScenarioTargets(t *testing.T) {
+	tests := []struct {
+		name                                   string
+		goodput, gpu                           float64
+		goodputMet, oracleMet, staticMet, beat bool
+		cells                                  []string
+	}{
+		{"rr-5-45 as measured: only the goodput", 0.983, 3.17, true, false, false, false,
+			[]string{"98.3% at 3.17 GPU-h", "met (≥ 95%)", "1.18× (oracle 98.4% at 2.69): 0.08 GPU-h over", "9.3% over 3P 3D 92.5% at 2.90", "40.0% at 2.70: 17% more GPU-h"}},
+		{"at 1.15× the oracle exactly: met; over the static's and Dynamo's GPU-hours", 0.95, TargetOracleRatio * oracleGPUHours, true, true, false, false,
+			[]string{"met: 1.15×", "6.7% over 3P 3D"}},
+		{"under everything", 0.96, 2.5, true, true, true, true,
+			[]string{"met: 0.93×", "met: 13.8% under 3P 3D 92.5% at 2.90", "met: 40.0% at 2.70"}},
+		{"short of the goodput", 0.938, 2.5, false, true, true, true,
+			[]string{"1.2 points short of 95%"}},
+		{"no more goodput than Dynamo", 0.39, 2.5, false, true, true, false,
+			[]string{"40.0% at 2.70: no more goodput"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &Report{Scenario: "rr", SLOGoodput: 0.95, Rows: targetRows(tc.goodput, tc.gpu)}
+			scores, notRun := ScenarioTargets([]*Report{rep}, "ahead", "dynamo-sla")
+			require.Empty(t, notRun)
+			require.Len(t, scores, 1)
+			s := scores[0]
+			require.Equal(t, "3P 3D", s.BestStatic.Deployment, "the best static, not a listed one")
+			require.Equal(t, tc.goodputMet, s.GoodputMet())
+			require.Equal(t, tc.oracleMet, s.OracleMet())
+			require.Equal(t, tc.staticMet, s.StaticMet())
+			require.Equal(t, tc.beat, s.AgainstMet())
+			var b bytes.Buffer
+			require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+			for _, c := range tc.cells {
+				require.Contains(t, b.String(), c)
+			}
+		})
+	}
+	// A scenario without the policy is named apart; one without an oracle, a static or
+	// Dynamo's planner meets none of those targets.
+	bare := &Report{Scenario: "bare", Rows: []Row{{Name: "ahead", Kind: KindPolicy, Goodput: 0.99, GPUHours: 1}}}
+	other := &Report{Scenario: "other", Rows: []Row{{Name: "planner-2025", Kind: KindPolicy}}}
+	scores, notRun := ScenarioTargets([]*Report{bare, other}, "ahead", "dynamo-sla")
+	require.Equal(t, []string{"other"}, notRun)
+	require.Len(t, scores, 1)
+	s := scores[0]
+	require.Equal(t, DefaultSLOGoodput, s.SLOGoodput, "held to 95% when the report does not say")
+	require.True(t, s.GoodputMet())
+	require.False(t, s.OracleMet())
+	require.False(t, s.StaticMet())
+	require.False(t, s.AgainstMet())
+	var b bytes.Buffer
+	require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+	require.Contains(t, b.String(), "| bare | 99.0% at 1.00 GPU-h | met (≥ 95%) | no oracle | no static | dynamo-sla not run |")
+}
+
+// TestRobustTargets: a robustness report's cases counted per target, the oracle's column
+// left out when it did not run.
+func TestRobustTargets(t *testing.T) {
+	noOracle := func(rows []Row) []Row {
+		var out []Row
+		for _, r := range rows {
+			if r.Kind != KindOracle {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	rep := &RobustReport{Seed: 3, Cases: []RobustCase{
+		{Name: "a", Rows: noOracle(targetRows(0.96, 2.5))}, // all three
+		{Name: "b", Rows: noOracle(targetRows(0.94, 2.5))}, // short of the goodput
+		{Name: "c", Rows: noOracle(targetRows(0.98, 3.1))}, // over the static and Dynamo
+		{Name: "d", Rows: []Row{{Name: "dynamo-sla", Kind: KindPolicy}}},
+	}}
+	scores := RobustTargets(rep, "ahead", "dynamo-sla")
+	require.Len(t, scores, 3, "a case without the policy is not scored")
+	var b bytes.Buffer
+	require.NoError(t, WriteRobustTargets(&b, "robustness (seed 3, disagg)", scores, true, "dynamo-sla"))
+	require.Contains(t, b.String(), "| benchmark | cases |")
+	require.Contains(t, b.String(), "| robustness (seed 3, disagg) | 3 | 2 of 3 | not run | 2 of 3 | 2 of 3 | no oracle; the other three: 1 of 3 |")
+
+	rep.Cases = []RobustCase{{Name: "a", Rows: targetRows(0.96, 2.5)}, {Name: "c", Rows: targetRows(0.98, 3.1)}}
+	b.Reset()
+	require.NoError(t, WriteRobustTargets(&b, "shapes", RobustTargets(rep, "ahead", "dynamo-sla"), false, "dynamo-sla"))
+	require.Equal(t, "| shapes | 2 | 2 of 2 | 1 of 2 | 1 of 2 | 1 of 2 | 1 of 2 |\n", b.String(), "no header the second time")
+}
