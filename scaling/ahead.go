@@ -454,18 +454,29 @@ type Forecast struct {
 	// Carried is the part of the misses that the forecast's rise above its level and margins
 	// already holds, not added again (carryMisses).
 	Carried float64
+	// Fall is how far the trend falls over the horizon at its current slope (0 when it does
+	// not fall): the slope of the parabola through the trend window's interval rates at the
+	// newest of them when it fits better than the line (curve), else the line's. HeldOff is
+	// the part of the misses that fall held off (carryMisses).
+	Fall, HeldOff float64
 }
 
 // carryMisses lowers the misses a forecast adds (Missed) by its own rise above the level and
-// margins, on calm arrivals (bursts within the buckets at most the level) when no period is
-// followed. There the misses are rises the forecast lagged: the line starts from the level
-// and rises only once the rise shows, so a rise's start is missed by about its whole swing;
-// added again to a forecast that is rising by as much, they count the same rise twice
-// (rr-5-45's second period was forecast at 58 req/s for a 45 req/s peak: the level 30, the
-// line's rise +16, the margins +1, the misses of the first period's rise +11). Bursty
-// arrivals' misses are bursts on top of whatever trend: added whole. The disaggregated pools
-// only: an aggregated pool on a sinusoid, already short of the goodput there, lost 5–6
-// points on two cases without them (policy.md, "Misses a rise already carries").
+// margins, and then by the fall its trend has now (Fall), on calm arrivals (bursts within the
+// buckets at most the level) when no period is followed. There the misses are rises the
+// forecast lagged: the line starts from the level and rises only once the rise shows, so a
+// rise's start is missed by about its whole swing; added again to a forecast that is rising
+// by as much, they count the same rise twice (rr-5-45's second period was forecast at 58
+// req/s for a 45 req/s peak: the level 30, the line's rise +16, the margins +1, the misses of
+// the first period's rise +11). While the rate falls, the level is already over the rates
+// to come, and a rise's misses held the pools up all the way down a wave's fall (rr-5-45's
+// first fall was sized for its level plus 10.8 req/s); the fall is read at the newest rates
+// (the window's parabola), not along the line through the window, which still falls a
+// minute into the next rise and would hold the misses off just when that rise needs them
+// (policy.md, "Misses held off by a fall"). Bursty arrivals' misses are bursts on top of
+// whatever trend: added whole. The disaggregated pools only: an aggregated pool on a
+// sinusoid, already short of the goodput there, lost 5–6 points on two cases without them
+// (policy.md, "Misses a rise already carries").
 func (f *Forecast) carryMisses() {
 	if f.Trusted || f.bursty() || !(f.Missed > 0) {
 		return
@@ -473,6 +484,9 @@ func (f *Forecast) carryMisses() {
 	f.Carried = math.Min(f.Missed, math.Max(0, f.Rate-f.Missed-f.Level-f.margin()))
 	f.Missed -= f.Carried
 	f.Rate -= f.Carried
+	f.HeldOff = math.Min(f.Missed, f.Fall)
+	f.Missed -= f.HeldOff
+	f.Rate -= f.HeldOff
 }
 
 // margin is the forecast's upper quantile above its expected rate: the spread of the rate's
@@ -526,8 +540,11 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 	rise := 0.0 // the trend's rise from the level to the end of the lead time
 	horizon := a.horizon(lead, interval)
+	var line trendFit // the line through the window, and the rates it was fitted to
+	lineN := 0
 	if len(xs) >= 3 {
 		tf := fitTrend(xs, ys)
+		line, lineN = tf, len(xs)
 		f.Slope = tf.slope / a.BucketS
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/a.BucketS)) // minus Poisson noise
 		rise = tf.rise(horizon / a.BucketS)
@@ -540,6 +557,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			ticks[i] = float64(i)
 		}
 		tf := fitTrend(ticks, rates)
+		line, lineN = tf, len(rates)
 		f.Slope = tf.slope / interval
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/interval))
 		rise = tf.rise(horizon / interval)
@@ -555,6 +573,19 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	if !f.bursty() {
 		cv, curved = a.curve(window, interval)
 	}
+	// The trend's slope now, for the fall that holds off a rise's misses (carryMisses): the
+	// parabola's at the newest interval when it fits better than the line, which turns at a
+	// trough while the line through the window still falls; else the line's, when it falls
+	// beyond chance (a flat rate's noise tilts the line either way).
+	now := 0.0
+	if lineN > 2 && line.fallsOnItsOwn(lineN) {
+		now = f.Slope
+	}
+	if curved {
+		n := float64(len(cv.ys))
+		now = (cv.p.at(n-0.5) - cv.p.at(n-1.5)) / interval
+	}
+	f.Fall = math.Max(0, -now*horizon)
 	if curved {
 		if up, ok := cv.troughRise(interval, horizon, a.highestRate()-f.Level); ok && up > rise {
 			f.Trough, f.TroughLine, rise = up, rise, up
@@ -1198,10 +1229,13 @@ func (t *tick) ahead() Decision {
 			why[0] += " followed"
 		}
 	}
-	if f.Missed > 0 || f.Carried > 0 {
+	if f.Missed > 0 || f.Carried > 0 || f.HeldOff > 0 {
 		why[0] += fmt.Sprintf(", +%.2f for its misses over %d past forecasts", f.Missed, f.MissWindows)
 		if f.Carried > 0 {
-			why[0] += fmt.Sprintf(" (%.2f of their %.2f carried by its rise)", f.Carried, f.Carried+f.Missed)
+			why[0] += fmt.Sprintf(" (%.2f of their %.2f carried by its rise)", f.Carried, f.Carried+f.HeldOff+f.Missed)
+		}
+		if f.HeldOff > 0 {
+			why[0] += fmt.Sprintf(" (%.2f of their %.2f held off by its fall of %.2f)", f.HeldOff, f.Carried+f.HeldOff+f.Missed, f.Fall)
 		}
 	}
 	why[0] += "), " + lengths
@@ -2033,6 +2067,13 @@ func (tf trendFit) rise(h float64) float64 { return math.Max(0, tf.slope*h) }
 // after the trough).
 func (tf trendFit) risesOnItsOwn(n int) bool {
 	return tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
+}
+
+// fallsOnItsOwn reports whether the line through n rates falls beyond chance: its slope's t
+// statistic under the negative aheadStepConfidence quantile of Student's t (n − 2 degrees of
+// freedom).
+func (tf trendFit) fallsOnItsOwn(n int) bool {
+	return tf.t < -(distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
 }
 
 // peakSince is the highest count of the recommendations h (a window kept by

@@ -1406,17 +1406,62 @@ func TestForecast_CarryMisses(t *testing.T) {
 		{"a followed period adds none of these", Forecast{Trusted: true, Level: 10, Missed: 3, Rate: 18}, 0, 3, 18},
 		{"a forecast under its level and margins carries nothing", Forecast{Level: 10, Spread: 1, Missed: 3, Rate: 10 + 3}, 0, 3, 13},
 		{"bursts at the level are calm", Forecast{Level: 10, Burst: 10, Missed: 3, Rate: 10 + 5 + 10 + 3}, 3, 0, 25},
+		{"a fall larger than the misses holds them all off", Forecast{Level: 10, Fall: 4, Missed: 3, Rate: 13}, 0, 0, 10},
+		{"a smaller fall holds its part off", Forecast{Level: 10, Fall: 1, Missed: 3, Rate: 13}, 0, 2, 12},
+		{"bursty arrivals: a fall holds nothing off", Forecast{Level: 10, Burst: 11, Fall: 4, Missed: 3, Rate: 10 + 11 + 3}, 0, 3, 24},
+		{"a followed period: nor there", Forecast{Trusted: true, Level: 10, Fall: 4, Missed: 3, Rate: 18}, 0, 3, 18},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.f
 			f.carryMisses()
 			require.InDelta(t, tc.carried, f.Carried, 1e-9)
+			require.InDelta(t, tc.f.Missed-tc.carried-tc.missed, f.HeldOff, 1e-9, "the rest was held off by the fall")
 			require.InDelta(t, tc.missed, f.Missed, 1e-9)
 			require.InDelta(t, tc.out, f.Rate, 1e-9)
 			require.InDelta(t, tc.f.Rate-tc.f.Missed, f.Rate-f.Missed, 1e-9, "the forecast before its misses is unchanged (recordForecast)")
 		})
 	}
+}
+
+// TestForecast_Fall: the fall that holds a rise's misses off is the trend's slope now — the
+// line's on a clear fall, the window's parabola's where it bends — and none on a flat rate's
+// noise or at a trough the line still falls through.
+func TestForecast_Fall(t *testing.T) {
+	const lead, interval = 65.0, 5.0
+	t.Run("a clear fall: the line's, over the horizon", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 300, func(t float64) float64 { return 50 - t/10 })
+		f, ok := a.forecast(lead, interval)
+		require.True(t, ok)
+		require.Less(t, f.Slope, 0.0)
+		require.InDelta(t, -f.Slope*a.horizon(lead, interval), f.Fall, 1e-9)
+		require.InDelta(t, 0.1*a.horizon(lead, interval), f.Fall, 0.01)
+	})
+	t.Run("a flat rate's noise: none", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		noise := []float64{1.5, -2, 0.5, 2, -1, -0.5, 1, -1.5, 2, -2}
+		feed(&a, 300, func(t float64) float64 { return 20 + noise[int(t/5)%len(noise)] })
+		f, ok := a.forecast(lead, interval)
+		require.True(t, ok)
+		require.Zero(t, f.Fall, "slope %.4f", f.Slope)
+	})
+	sinusoid := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/300) } // 5–45 req/s, troughs at 0, 300 s
+	t.Run("down a wave's fall: its misses held off", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		f := feedForecasting(&a, 260, sinusoid)
+		require.Greater(t, f.Fall, 10.0, "falling at about 0.3 req/s per s")
+		require.Positive(t, f.HeldOff, "the first rise's misses, held off")
+		require.Zero(t, f.Missed, "all of them: the fall is larger")
+	})
+	t.Run("past the trough: the line still falls, the rate does not", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		f := feedForecasting(&a, 320, sinusoid)
+		require.Less(t, f.Slope, 0.0, "the line through the window still falls")
+		require.Zero(t, f.Fall, "the parabola has turned")
+		require.Zero(t, f.HeldOff)
+		require.Positive(t, f.Missed, "the misses are back for the rise")
+	})
 }
 
 // TestFitTrend_T: the slope's t statistic is the slope over its standard error: large and
@@ -1436,6 +1481,9 @@ func TestFitTrend_T(t *testing.T) {
 	require.Less(t, fitTrend(xs, line(-2, 1)).t, -q, "a clear fall")
 	require.Greater(t, fitTrend(xs, line(2, 1)).t, q, "a clear rise")
 	require.Less(t, math.Abs(fitTrend(xs, line(-0.2, 1)).t), q, "a fall within the noise")
+	require.True(t, fitTrend(xs, line(-2, 1)).fallsOnItsOwn(len(xs)), "a clear fall")
+	require.False(t, fitTrend(xs, line(-0.2, 1)).fallsOnItsOwn(len(xs)), "a fall within the noise")
+	require.False(t, fitTrend(xs, line(2, 1)).fallsOnItsOwn(len(xs)), "a rise")
 	require.True(t, math.IsInf(fitTrend(xs, []float64{4, 3, 2, 1, 0, -1, -2, -3}).t, -1), "an exact fall")
 	require.Zero(t, fitTrend(xs, line(0, 0)).t, "a flat exact line: no slope")
 }
