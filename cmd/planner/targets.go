@@ -91,11 +91,11 @@ func runTargets(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	for i, r := range robusts {
-		scores := evaluate.RobustTargets(r.rep, *policy, *against)
+		scores, notRun := evaluate.RobustTargets(r.rep, *policy, *against)
 		if len(scores) > 0 {
 			found = true
 		}
-		if err := evaluate.WriteRobustTargets(stdout, r.name, scores, i == 0, *against); err != nil {
+		if err := evaluate.WriteRobustTargets(stdout, r.name, scores, notRun, i == 0, *against); err != nil {
 			return err
 		}
 	}

@@ -13,7 +13,8 @@ import (
 const TargetOracleRatio = 1.15
 
 // TargetScore is how one run of one scenario (or robustness case) stands against the
-// targets: the run and the rows it is measured against (nil: not run there).
+// targets: the run and the rows it is measured against (nil: not run there). Run is never
+// nil in a score ScenarioTargets or RobustTargets return; the methods read it.
 type TargetScore struct {
 	// Name is the scenario's (or the case's).
 	Name string
@@ -103,15 +104,17 @@ func ScenarioTargets(reports []*Report, policy, against string) (scores []Target
 }
 
 // RobustTargets scores policy on each case of a robustness report, as ScenarioTargets
-// does a scenario (the cases are held to DefaultSLOGoodput).
-func RobustTargets(rep *RobustReport, policy, against string) []TargetScore {
-	var scores []TargetScore
+// does a scenario (the cases are held to DefaultSLOGoodput); notRun counts the cases without
+// the policy's row.
+func RobustTargets(rep *RobustReport, policy, against string) (scores []TargetScore, notRun int) {
 	for _, c := range rep.Cases {
 		if s, ok := scoreRows(c.Name, DefaultSLOGoodput, c.Rows, policy, against); ok {
 			scores = append(scores, s)
+		} else {
+			notRun++
 		}
 	}
-	return scores
+	return scores, notRun
 }
 
 // WriteScenarioTargets writes a Markdown table of each scenario against the targets, with
@@ -131,14 +134,14 @@ func WriteScenarioTargets(w io.Writer, scores []TargetScore, policy, against str
 }
 
 // WriteRobustTargets writes one Markdown table row per robustness report (name: what it
-// is): how many of its cases meet each target. The header is written first when header is
-// set.
-func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, header bool, against string) error {
+// is): how many of its cases meet each target, and how many more had no row of the policy
+// (notRun). The header is written first when header is set.
+func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, notRun int, header bool, against string) error {
 	if header {
 		fmt.Fprintf(w, "| benchmark | cases | goodput target | ≤ %.2f× the oracle's GPU-h | ≤ the best static's GPU-h | more goodput than %s at no more GPU-h | all four |\n|---|---|---|---|---|---|---|\n",
 			TargetOracleRatio, against)
 	}
-	var goodput, oracle, oracles, static, statics, beat, all int
+	var goodput, oracle, oracles, static, statics, beat, againsts, all int
 	for _, s := range scores {
 		_, hasOracle := s.OracleRatio()
 		_, hasStatic := s.StaticRatio()
@@ -148,6 +151,7 @@ func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, header b
 		static += b2i(s.StaticMet())
 		statics += b2i(hasStatic)
 		beat += b2i(s.AgainstMet())
+		againsts += b2i(s.Against != nil)
 		all += b2i(s.GoodputMet() && s.OracleMet() && s.StaticMet() && s.AgainstMet())
 	}
 	of := func(k, n int) string {
@@ -164,8 +168,12 @@ func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, header b
 		}
 		allCell = "no oracle; the other three: " + of(three, len(scores))
 	}
-	_, err := fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", name, len(scores), of(goodput, len(scores)), of(oracle, oracles),
-		of(static, statics), of(beat, len(scores)), allCell)
+	cases := fmt.Sprint(len(scores))
+	if notRun > 0 {
+		cases += fmt.Sprintf(" (%d more without the policy's row)", notRun)
+	}
+	_, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(name, "|", "\\|"), cases, of(goodput, len(scores)),
+		of(oracle, oracles), of(static, statics), of(beat, againsts), allCell)
 	return err
 }
 
@@ -177,10 +185,11 @@ func b2i(b bool) int {
 }
 
 func goodputCell(s TargetScore) string {
+	target := strings.TrimSuffix(fmt.Sprintf("%.1f", 100*s.SLOGoodput), ".0")
 	if s.GoodputMet() {
-		return fmt.Sprintf("met (≥ %.0f%%)", 100*s.SLOGoodput)
+		return fmt.Sprintf("met (≥ %s%%)", target)
 	}
-	return fmt.Sprintf("%.1f points short of %.0f%%", 100*(s.SLOGoodput-s.Run.Goodput), 100*s.SLOGoodput)
+	return fmt.Sprintf("%.1f points short of %s%%", 100*(s.SLOGoodput-s.Run.Goodput), target)
 }
 
 func oracleCell(s TargetScore) string {
@@ -201,6 +210,9 @@ func staticCell(s TargetScore) string {
 		return "no static"
 	}
 	cell := fmt.Sprintf("%s %.1f%% at %.2f", s.BestStatic.Deployment, 100*s.BestStatic.Goodput, s.BestStatic.GPUHours)
+	if s.BestStatic.OverBudget {
+		cell += " (over the budget: none within it met the target)"
+	}
 	if r <= 1 {
 		return fmt.Sprintf("met: %.1f%% under %s", 100*(1-r), cell)
 	}
@@ -219,8 +231,12 @@ func againstCell(s TargetScore, against string) string {
 	if s.Run.Goodput <= s.Against.Goodput {
 		why = append(why, "no more goodput")
 	}
-	if s.Run.GPUHours > s.Against.GPUHours && s.Against.GPUHours > 0 {
-		why = append(why, fmt.Sprintf("%.0f%% more GPU-h", 100*(s.Run.GPUHours/s.Against.GPUHours-1)))
+	if s.Run.GPUHours > s.Against.GPUHours {
+		if s.Against.GPUHours > 0 {
+			why = append(why, fmt.Sprintf("%.0f%% more GPU-h", 100*(s.Run.GPUHours/s.Against.GPUHours-1)))
+		} else {
+			why = append(why, "more GPU-h")
+		}
 	}
 	return cell + ": " + strings.Join(why, ", ")
 }

@@ -97,15 +97,44 @@ func TestRobustTargets(t *testing.T) {
 		{Name: "c", Rows: noOracle(targetRows(0.98, 3.1))}, // over the static and Dynamo
 		{Name: "d", Rows: []Row{{Name: "dynamo-sla", Kind: KindPolicy}}},
 	}}
-	scores := RobustTargets(rep, "ahead", "dynamo-sla")
+	scores, notRun := RobustTargets(rep, "ahead", "dynamo-sla")
 	require.Len(t, scores, 3, "a case without the policy is not scored")
+	require.Equal(t, 1, notRun, "but counted")
 	var b bytes.Buffer
-	require.NoError(t, WriteRobustTargets(&b, "robustness (seed 3, disagg)", scores, true, "dynamo-sla"))
+	require.NoError(t, WriteRobustTargets(&b, "robustness (seed 3, disagg)", scores, notRun, true, "dynamo-sla"))
 	require.Contains(t, b.String(), "| benchmark | cases |")
-	require.Contains(t, b.String(), "| robustness (seed 3, disagg) | 3 | 2 of 3 | not run | 2 of 3 | 2 of 3 | no oracle; the other three: 1 of 3 |")
+	require.Contains(t, b.String(), "| robustness (seed 3, disagg) | 3 (1 more without the policy's row) | 2 of 3 | not run | 2 of 3 | 2 of 3 | no oracle; the other three: 1 of 3 |")
 
 	rep.Cases = []RobustCase{{Name: "a", Rows: targetRows(0.96, 2.5)}, {Name: "c", Rows: targetRows(0.98, 3.1)}}
 	b.Reset()
-	require.NoError(t, WriteRobustTargets(&b, "shapes", RobustTargets(rep, "ahead", "dynamo-sla"), false, "dynamo-sla"))
+	scores, notRun = RobustTargets(rep, "ahead", "dynamo-sla")
+	require.Zero(t, notRun)
+	require.NoError(t, WriteRobustTargets(&b, "shapes", scores, notRun, false, "dynamo-sla"))
 	require.Equal(t, "| shapes | 2 | 2 of 2 | 1 of 2 | 1 of 2 | 1 of 2 | 1 of 2 |\n", b.String(), "no header the second time")
+}
+
+// TestTargetCells: the edge cases a cell must still explain — an uneven goodput target, a
+// best static over the budget, a policy to beat that used no GPU-hours, a robustness report
+// whose cases ran no policy to beat.
+func TestTargetCells(t *testing.T) {
+	rows := targetRows(0.96, 2.5)
+	rows[1].GPUHours = 0 // dynamo-sla
+	rows[4].OverBudget = true
+	scores, _ := ScenarioTargets([]*Report{{Scenario: "x|y", SLOGoodput: 0.955, Rows: rows}}, "ahead", "dynamo-sla")
+	var b bytes.Buffer
+	require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+	out := b.String()
+	require.Contains(t, out, "| x\\|y |", "a name's pipe escaped")
+	require.Contains(t, out, "met (≥ 95.5%)")
+	require.Contains(t, out, "3P 3D 92.5% at 2.90 (over the budget: none within it met the target)")
+	require.Contains(t, out, "40.0% at 0.00: more GPU-h")
+
+	var noAgainst []RobustCase
+	for _, name := range []string{"a", "b"} {
+		noAgainst = append(noAgainst, RobustCase{Name: name, Rows: []Row{targetRows(0.96, 2.5)[0], targetRows(0.96, 2.5)[4]}})
+	}
+	rs, notRun := RobustTargets(&RobustReport{Cases: noAgainst}, "ahead", "dynamo-sla")
+	b.Reset()
+	require.NoError(t, WriteRobustTargets(&b, "mine|yours", rs, notRun, false, "dynamo-sla"))
+	require.Equal(t, "| mine\\|yours | 2 | 2 of 2 | not run | 2 of 2 | not run | no oracle; the other three: 0 of 2 |\n", b.String())
 }
