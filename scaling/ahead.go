@@ -455,9 +455,10 @@ type Forecast struct {
 	// already holds, not added again (carryMisses).
 	Carried float64
 	// Fall is how far the trend falls over the horizon at its current slope (0 when it does
-	// not fall): the slope of the parabola through the trend window's interval rates at the
-	// newest of them when it fits better than the line (curve), else the line's. HeldOff is
-	// the part of the misses that fall held off (carryMisses).
+	// not fall, or a step up was found): the slope of the parabola through the trend window's
+	// interval rates at the newest of them when it fits better than the line (curve), else
+	// the line's when it falls beyond chance (trendFit.fallsOnItsOwn). HeldOff is the part of
+	// the misses that fall held off (carryMisses).
 	Fall, HeldOff float64
 }
 
@@ -573,19 +574,6 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	if !f.bursty() {
 		cv, curved = a.curve(window, interval)
 	}
-	// The trend's slope now, for the fall that holds off a rise's misses (carryMisses): the
-	// parabola's at the newest interval when it fits better than the line, which turns at a
-	// trough while the line through the window still falls; else the line's, when it falls
-	// beyond chance (a flat rate's noise tilts the line either way).
-	now := 0.0
-	if lineN > 2 && line.fallsOnItsOwn(lineN) {
-		now = f.Slope
-	}
-	if curved {
-		n := float64(len(cv.ys))
-		now = (cv.p.at(n-0.5) - cv.p.at(n-1.5)) / interval
-	}
-	f.Fall = math.Max(0, -now*horizon)
 	if curved {
 		if up, ok := cv.troughRise(interval, horizon, a.highestRate()-f.Level); ok && up > rise {
 			f.Trough, f.TroughLine, rise = up, rise, up
@@ -601,6 +589,23 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		if post, ok := a.stepUp(window, interval); ok {
 			f.Step, f.Slope, f.Trough, f.TroughLine = post, 0, 0, 0
 			rise = math.Max(0, post-f.Level)
+		}
+	}
+	// The trend's slope now, for the fall that holds off a rise's misses (carryMisses): the
+	// parabola's at the newest interval when it fits better than the line, which turns at a
+	// trough while the line through the window still falls; else the line's, when it falls
+	// beyond chance (a flat rate's noise tilts the line either way). None after a step up,
+	// which a parabola bends over as if it were a peak.
+	if f.Step == 0 {
+		now := 0.0
+		if lineN > 2 && line.fallsOnItsOwn(lineN) {
+			now = f.Slope
+		}
+		if curved { // positions centred on the window (fitParabola): the newest at (n−1)/2
+			now = cv.p.slope(float64(len(cv.ys)-1)/2) / interval
+		}
+		if fall := -now * horizon; fall > 0 && !math.IsInf(fall, 0) {
+			f.Fall = fall
 		}
 	}
 	// A rise that slows down is forecast to its turn (bentRise), not along the line through
@@ -2225,6 +2230,9 @@ type parabola struct{ c0, c1, c2 float64 }
 
 // at is the parabola's value at x.
 func (p parabola) at(x float64) float64 { return p.c0 + p.c1*x + p.c2*x*x }
+
+// slope is the parabola's slope at x.
+func (p parabola) slope(x float64) float64 { return p.c1 + 2*p.c2*x }
 
 // vertex is the x of the parabola's turn (±Inf or NaN when it is a line).
 func (p parabola) vertex() float64 { return -p.c1 / (2 * p.c2) }

@@ -1438,6 +1438,15 @@ func TestForecast_Fall(t *testing.T) {
 		require.InDelta(t, -f.Slope*a.horizon(lead, interval), f.Fall, 1e-9)
 		require.InDelta(t, 0.1*a.horizon(lead, interval), f.Fall, 0.01)
 	})
+	t.Run("a bend: the parabola's slope at the newest interval", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		feed(&a, 300, func(t float64) float64 { return 50 - 0.0005*(t-100)*(t-100) }) // a peak at 100 s
+		f, ok := a.forecast(lead, interval)
+		require.True(t, ok)
+		slope := -0.001 * (297.5 - 100) // the rate's slope at the newest interval's middle
+		require.InDelta(t, -slope*a.horizon(lead, interval), f.Fall, 1e-6)
+		require.Greater(t, f.Fall, -f.Slope*a.horizon(lead, interval), "steeper now than the line through the window")
+	})
 	t.Run("a flat rate's noise: none", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		noise := []float64{1.5, -2, 0.5, 2, -1, -0.5, 1, -1.5, 2, -2}
@@ -1453,6 +1462,18 @@ func TestForecast_Fall(t *testing.T) {
 		require.Greater(t, f.Fall, 10.0, "falling at about 0.3 req/s per s")
 		require.Positive(t, f.HeldOff, "the first rise's misses, held off")
 		require.Zero(t, f.Missed, "all of them: the fall is larger")
+	})
+	t.Run("a step up: no fall, though a parabola bends over it", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		f := feedForecasting(&a, 360, func(t float64) float64 {
+			if t < 250 {
+				return 10
+			}
+			return 40
+		})
+		require.Positive(t, f.Step)
+		require.Zero(t, f.Fall)
+		require.Zero(t, f.HeldOff)
 	})
 	t.Run("past the trough: the line still falls, the rate does not", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
