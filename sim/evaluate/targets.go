@@ -30,12 +30,7 @@ func (s TargetScore) GoodputMet() bool { return s.Run.Goodput >= s.SLOGoodput }
 
 // OracleRatio is the run's GPU-hours over the oracle's (false: no oracle, or one that used
 // none).
-func (s TargetScore) OracleRatio() (float64, bool) {
-	if s.Oracle == nil || !(s.Oracle.GPUHours > 0) {
-		return 0, false
-	}
-	return s.Run.GPUHours / s.Oracle.GPUHours, true
-}
+func (s TargetScore) OracleRatio() (float64, bool) { return gpuRatio(s.Run, s.Oracle) }
 
 // OracleMet reports whether the run uses at most TargetOracleRatio of the oracle's
 // GPU-hours (false when no oracle ran).
@@ -45,11 +40,14 @@ func (s TargetScore) OracleMet() bool {
 }
 
 // StaticRatio is the run's GPU-hours over the best static deployment's (false: none ran).
-func (s TargetScore) StaticRatio() (float64, bool) {
-	if s.BestStatic == nil || !(s.BestStatic.GPUHours > 0) {
+func (s TargetScore) StaticRatio() (float64, bool) { return gpuRatio(s.Run, s.BestStatic) }
+
+// gpuRatio is run's GPU-hours over base's (false: no base, or one that used none).
+func gpuRatio(run, base *Row) (float64, bool) {
+	if base == nil || !(base.GPUHours > 0) {
 		return 0, false
 	}
-	return s.Run.GPUHours / s.BestStatic.GPUHours, true
+	return run.GPUHours / base.GPUHours, true
 }
 
 // StaticMet reports whether the run uses no more GPU-hours than the best static deployment
