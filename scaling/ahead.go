@@ -2070,15 +2070,17 @@ func (tf trendFit) rise(h float64) float64 { return math.Max(0, tf.slope*h) }
 // chance: its slope's t statistic is over the aheadStepConfidence quantile of Student's t
 // with n−2 degrees of freedom (stepUp reads the run after its split so, troughRise the run
 // after the trough).
-func (tf trendFit) risesOnItsOwn(n int) bool {
-	return tf.t > (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
-}
+func (tf trendFit) risesOnItsOwn(n int) bool { return tf.t > slopeTBound(n) }
 
 // fallsOnItsOwn reports whether the line through n rates falls beyond chance: its slope's t
 // statistic under the negative aheadStepConfidence quantile of Student's t (n − 2 degrees of
 // freedom).
-func (tf trendFit) fallsOnItsOwn(n int) bool {
-	return tf.t < -(distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
+func (tf trendFit) fallsOnItsOwn(n int) bool { return tf.t < -slopeTBound(n) }
+
+// slopeTBound is the aheadStepConfidence quantile of Student's t with n − 2 degrees of
+// freedom: the bound a line's slope t statistic over n rates passes by more than chance.
+func slopeTBound(n int) float64 {
+	return (distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}).Quantile(aheadStepConfidence)
 }
 
 // peakSince is the highest count of the recommendations h (a window kept by

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,20 +126,16 @@ func readTargetReport(path string) (*evaluate.Report, *evaluate.RobustReport, er
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, nil, fmt.Errorf("targets: %s: not a JSON report: %w", path, err)
 	}
-	dec := func(v any) error {
-		d := json.NewDecoder(bytes.NewReader(data))
-		return d.Decode(v)
-	}
 	switch {
 	case probe.Cases != nil:
 		var rb evaluate.RobustReport
-		if err := dec(&rb); err != nil {
+		if err := json.Unmarshal(data, &rb); err != nil {
 			return nil, nil, fmt.Errorf("targets: %s: %w", path, err)
 		}
 		return nil, &rb, nil
 	case probe.Rows != nil:
 		var sc evaluate.Report
-		if err := dec(&sc); err != nil {
+		if err := json.Unmarshal(data, &sc); err != nil {
 			return nil, nil, fmt.Errorf("targets: %s: %w", path, err)
 		}
 		return &sc, nil, nil
