@@ -457,7 +457,8 @@ type Forecast struct {
 	// Fall is how far the trend falls over the horizon at its current slope (0 when it does
 	// not fall, or a step up was found): the slope of the parabola through the trend window's
 	// interval rates at the newest of them when it fits better than the line (curve), else
-	// the line's when it falls beyond chance (trendFit.fallsOnItsOwn). HeldOff is the part of
+	// the line's when it falls beyond chance (trendFit.fallsOnItsOwn: the line through the
+	// buckets, else the one through the window's interval rates). HeldOff is the part of
 	// the misses that fall held off (carryMisses).
 	Fall, HeldOff float64
 }
@@ -553,11 +554,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		// Fewer than three buckets in the window (the first minutes, or after a gap in the
 		// observations): the same line through the window's interval rates, one per tick,
 		// whose spread beyond their own Poisson noise shows a bursty start too.
-		ticks := make([]float64, len(rates))
-		for i := range ticks {
-			ticks[i] = float64(i)
-		}
-		tf := fitTrend(ticks, rates)
+		tf := fitIntervals(rates)
 		line, lineN = tf, len(rates)
 		f.Slope = tf.slope / interval
 		f.Spread = math.Sqrt(math.Max(0, tf.variance-f.Level/interval))
@@ -594,12 +591,19 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// The trend's slope now, for the fall that holds off a rise's misses (carryMisses): the
 	// parabola's at the newest interval when it fits better than the line, which turns at a
 	// trough while the line through the window still falls; else the line's, when it falls
-	// beyond chance (a flat rate's noise tilts the line either way). None after a step up,
-	// which a parabola bends over as if it were a peak.
+	// beyond chance (a flat rate's noise tilts the line either way) — through the buckets, or
+	// through the window's interval rates, whose several times as many points show a fall
+	// the buckets' few leave within chance (rr-5-45's first fall, 100 s past its peak, where
+	// the parabola's bend is within the noise). None after a step up, which a parabola bends
+	// over as if it were a peak.
 	if f.Step == 0 {
 		now := 0.0
 		if lineN > 2 && line.fallsOnItsOwn(lineN) {
 			now = f.Slope
+		} else if len(cv.ys) > 2 {
+			if il := fitIntervals(cv.ys); il.fallsOnItsOwn(len(cv.ys)) {
+				now = il.slope / interval
+			}
 		}
 		if curved { // positions centred on the window (fitParabola): the newest at (n−1)/2
 			now = cv.p.slope(float64(len(cv.ys)-1)/2) / interval
@@ -2031,6 +2035,15 @@ type trendFit struct {
 	// t is the slope's t statistic: the slope over its standard error (±Inf when the rates
 	// lie on a sloped line, 0 on a flat one).
 	t float64
+}
+
+// fitIntervals fits the line through consecutive interval rates (the slope per interval).
+func fitIntervals(rates []float64) trendFit {
+	ticks := make([]float64, len(rates))
+	for i := range ticks {
+		ticks[i] = float64(i)
+	}
+	return fitTrend(ticks, rates)
 }
 
 // fitTrend fits the rates ys at the positions xs (buckets or ticks; any order).

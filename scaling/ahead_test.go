@@ -1447,6 +1447,26 @@ func TestForecast_Fall(t *testing.T) {
 		require.InDelta(t, -slope*a.horizon(lead, interval), f.Fall, 1e-6)
 		require.Greater(t, f.Fall, -f.Slope*a.horizon(lead, interval), "steeper now than the line through the window")
 	})
+	t.Run("a fall the buckets leave within chance: the interval rates' line", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		// −0.05 req/s per s, with each bucket 3 req/s above or below the line: through the
+		// window's five buckets the fall is within chance, through its 25 intervals it is not.
+		rate := func(t float64) float64 { return 40 - t/20 + 3*float64(1-2*(int(t/30)%2)) }
+		feed(&a, 300, rate)
+		f, ok := a.forecast(lead, interval)
+		require.True(t, ok)
+		var xs, ys []float64
+		for i := len(a.Count) - 1; i >= 0 && float64(len(a.Count)-1-i)*a.BucketS < a.trendWindow(lead); i-- {
+			xs, ys = append(xs, float64(i)), append(ys, a.rate(i))
+		}
+		require.False(t, fitTrend(xs, ys).fallsOnItsOwn(len(xs)), "the buckets' line: within chance")
+		cv, curved := a.curve(a.trendWindow(lead), interval)
+		require.False(t, curved, "no bend")
+		il := fitIntervals(cv.ys)
+		require.True(t, il.fallsOnItsOwn(len(cv.ys)), "the intervals' line: beyond chance")
+		require.Positive(t, f.Fall)
+		require.InDelta(t, -il.slope/interval*a.horizon(lead, interval), f.Fall, 1e-9)
+	})
 	t.Run("a flat rate's noise: none", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		noise := []float64{1.5, -2, 0.5, 2, -1, -0.5, 1, -1.5, 2, -2}
