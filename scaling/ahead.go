@@ -461,6 +461,11 @@ type Forecast struct {
 	// buckets, else the one through the window's interval rates). HeldOff is the part of
 	// the misses that fall held off (carryMisses).
 	Fall, HeldOff float64
+	// FallLasts reports that the fall lasts the horizon: the trend falls now (Fall) and, when
+	// the window's parabola fits better than the line, it still falls at the horizon's end
+	// (no trough within it). A disaggregated deployment's scale-down then holds for one
+	// bucket, not the lead time (fallingHold).
+	FallLasts bool
 }
 
 // carryMisses lowers the misses a forecast adds (Missed) by its own rise above the level and
@@ -610,6 +615,8 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 		if fall := -now * horizon; fall > 0 && !math.IsInf(fall, 0) {
 			f.Fall = fall
+			// The parabola's slope at the horizon's end, past the newest interval's middle.
+			f.FallLasts = !curved || cv.p.slope(float64(len(cv.ys)-1)/2+horizon/interval) < 0
 		}
 	}
 	// A rise that slows down is forecast to its turn (bentRise), not along the line through
@@ -1294,7 +1301,19 @@ func (t *tick) ahead() Decision {
 		}
 		a.recordNeed(c, n)
 	}
-	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.bursty())
+	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.bursty(), t.fallingHold(f))
+}
+
+// fallingHold reports whether a scale-down holds for one bucket because the forecast falls
+// through the horizon (Forecast.FallLasts) on calm arrivals (bursts within the buckets at
+// most the level) of a disaggregated deployment: the forecast then asks for less than the
+// pool has all the way to the horizon, and the lead time's hold kept what the rates a lead
+// time earlier needed down the whole fall (rr-5-45's first fall: 5 decode engines until
+// 460 s where 3 served from 425 s). Not on an aggregated pool, whose sinusoid is already
+// short of the goodput ("Misses a rise already carries"); not where the parabola turns
+// within the horizon, a trough's rise the lead time's hold is there for.
+func (t *tick) fallingHold(f Forecast) bool {
+	return f.FallLasts && !f.bursty() && t.p.cfg.Mode == config.ModeDisagg
 }
 
 // aheadSize is the engines pool c needs for the forecast plus its queued backlog (cleared
@@ -1912,14 +1931,15 @@ func (t *tick) provisioned(c Component) int {
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
 // scale-downs not before the trend window has been observed, only to the highest count
-// needed over the lead time (over one bucket when the forecast foresees it: a followed
-// period on steady arrivals, aheadHoldWindow), and, without a followed period (periodic:
+// needed over the lead time (over one bucket when the forecast foresees it — a followed
+// period on steady arrivals — or falls through it, falling: fallingHold, aheadHoldWindow),
+// and, without a followed period (periodic:
 // one the forecast follows instead of the trend), not before twice the longest quiet gap
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
 // while arrivals are bursty (bursts over aheadBurstyExcess of the level) and the lead time
 // not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
 // never for a pool whose observed latency breaks its SLA; then the GPU budget.
-func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty bool) Decision {
+func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty, falling bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
 	target := map[Component]int{}
@@ -1942,7 +1962,10 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			n = cur
 		}
 		if n < cur {
-			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, foreseen)); top > n {
+			if falling && !foreseen {
+				d.note(fmt.Sprintf("ahead: %s scale-down held for %.0f s, not the lead time: the forecast falls through the next %.0f s", c, t.aheadHoldWindow(lead, true), lead))
+			}
+			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, foreseen || falling)); top > n {
 				n = min(cur, top)
 			}
 			// Bursts much shorter than the lead time are over before capacity ordered for
@@ -2146,11 +2169,12 @@ func (t *tick) aheadFitPair(p, d, needP, needD int) (fp, fd int, kept bool) {
 }
 
 // aheadHoldWindow is how long a scale-down holds the highest count needed before it: the
-// lead time (what it takes to come back) — unless the forecast foresees the next lead time
-// (a followed period, steady arrivals: no burst within the buckets beyond aheadCalmBurst of
-// the level): then one bucket, only against N↔N+1 flapping.
-func (t *tick) aheadHoldWindow(lead float64, foreseen bool) float64 {
-	if foreseen {
+// lead time (what it takes to come back) — unless the forecast sees the next lead time
+// (short): a followed period on steady arrivals (no burst within the buckets beyond
+// aheadCalmBurst of the level), or a fall that lasts it (fallingHold); then one bucket, only
+// against N↔N+1 flapping.
+func (t *tick) aheadHoldWindow(lead float64, short bool) float64 {
+	if short {
 		return math.Min(lead, t.st.Ahead.BucketS)
 	}
 	return lead

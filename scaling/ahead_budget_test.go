@@ -119,7 +119,7 @@ func TestAheadDecide_BudgetFitKeepsNeedsNotHolds(t *testing.T) {
 	}
 	tk := newTick(p, &st, 6, 2)
 	tk.in = Input{Now: 300, Traffic: &TrafficObservation{DurationS: 5, NumReq: ptr(10.0)}}
-	dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 6}, lead, false, false, true)
+	dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 6}, lead, false, false, true, false)
 	require.NotNil(t, dec.Prefill)
 	require.NotNil(t, dec.Decode)
 	require.Equal(t, [2]int{4, 4}, [2]int{*dec.Prefill, *dec.Decode}, tk.diag.Notes)

@@ -1306,7 +1306,7 @@ func TestAhead_BurstyHold(t *testing.T) {
 			}
 			tk := newTick(p, &st, 6, 1)
 			tk.in = Input{Now: 300, Traffic: &TrafficObservation{DurationS: 5, NumReq: ptr(10.0)}}
-			dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 1}, lead, false, false, tc.bursty)
+			dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 1}, lead, false, false, tc.bursty, false)
 			got := 6
 			if dec.Prefill != nil {
 				got = *dec.Prefill
@@ -1314,6 +1314,68 @@ func TestAhead_BurstyHold(t *testing.T) {
 			require.Equal(t, tc.want, got)
 			noted := slices.ContainsFunc(tk.diag.Notes, func(n string) bool { return strings.Contains(n, "arrivals come in bursts") })
 			require.Equal(t, tc.wantNoted, noted, tk.diag.Notes)
+		})
+	}
+}
+
+// TestAhead_FallingHold: a forecast that falls through the horizon (fallingHold) holds a
+// scale-down for one bucket, not the lead time: the 6 engines needed 45 s ago are released.
+func TestAhead_FallingHold(t *testing.T) {
+	const lead = 65.0 // a 60 s startup and a 5 s interval; buckets of 30 s
+	for _, tc := range []struct {
+		name    string
+		falling bool
+		want    int
+	}{
+		{"not falling: the lead time's hold keeps what was needed 45 s ago", false, 6},
+		{"falling through the horizon: one bucket's hold", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			a := st.Ahead
+			a.BucketS = 30
+			for range 10 { // 300 s observed: past the first scale-down's trend window
+				a.Count, a.ISL, a.OSL, a.Covered = append(a.Count, 60), append(a.ISL, 60*3000), append(a.OSL, 60*300), append(a.Covered, 30)
+				a.NeedPrefill, a.NeedDecode = append(a.NeedPrefill, 2), append(a.NeedDecode, 1)
+			}
+			st.StabilizationPrefill = []Recommendation{{At: 255, Replicas: 6}}
+			tk := newTick(p, &st, 6, 1)
+			tk.in = Input{Now: 300, Traffic: &TrafficObservation{DurationS: 5, NumReq: ptr(10.0)}}
+			dec := tk.aheadDecide(map[Component]int{Prefill: 2, Decode: 1}, lead, false, false, false, tc.falling)
+			got := 6
+			if dec.Prefill != nil {
+				got = *dec.Prefill
+			}
+			require.Equal(t, tc.want, got)
+			noted := slices.ContainsFunc(tk.diag.Notes, func(n string) bool { return strings.Contains(n, "the forecast falls through the next 65 s") })
+			require.Equal(t, tc.falling, noted, tk.diag.Notes)
+		})
+	}
+}
+
+// TestAhead_FallingHoldWhen: the short hold needs a fall that lasts the horizon, calm
+// arrivals and a disaggregated deployment.
+func TestAhead_FallingHoldWhen(t *testing.T) {
+	lasting := Forecast{Level: 20, Fall: 8, FallLasts: true}
+	for _, tc := range []struct {
+		name string
+		f    Forecast
+		agg  bool
+		want bool
+	}{
+		{"a lasting fall on calm arrivals", lasting, false, true},
+		{"a fall the parabola turns within the horizon", Forecast{Level: 20, Fall: 8}, false, false},
+		{"bursty arrivals", Forecast{Level: 20, Fall: 8, FallLasts: true, Burst: 25}, false, false},
+		{"an aggregated deployment", lasting, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlannerWith(t, func(c *config.Config) {
+				if tc.agg {
+					c.Mode = config.ModeAgg
+				}
+			})
+			tk := newTick(p, &st, 1, 1)
+			require.Equal(t, tc.want, tk.fallingHold(tc.f))
 		})
 	}
 }
@@ -1437,6 +1499,7 @@ func TestForecast_Fall(t *testing.T) {
 		require.Less(t, f.Slope, 0.0)
 		require.InDelta(t, -f.Slope*a.horizon(lead, interval), f.Fall, 1e-9)
 		require.InDelta(t, 0.1*a.horizon(lead, interval), f.Fall, 0.01)
+		require.True(t, f.FallLasts, "a line falls through the horizon")
 	})
 	t.Run("a bend: the parabola's slope at the newest interval", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -1446,6 +1509,7 @@ func TestForecast_Fall(t *testing.T) {
 		slope := -0.001 * (297.5 - 100) // the rate's slope at the newest interval's middle
 		require.InDelta(t, -slope*a.horizon(lead, interval), f.Fall, 1e-6)
 		require.Greater(t, f.Fall, -f.Slope*a.horizon(lead, interval), "steeper now than the line through the window")
+		require.True(t, f.FallLasts, "past a peak, the parabola falls on through the horizon")
 	})
 	t.Run("a fall the buckets leave within chance: the interval rates' line", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -1482,6 +1546,13 @@ func TestForecast_Fall(t *testing.T) {
 		require.Greater(t, f.Fall, 10.0, "falling at about 0.3 req/s per s")
 		require.Positive(t, f.HeldOff, "the first rise's misses, held off")
 		require.Zero(t, f.Missed, "all of them: the fall is larger")
+		require.True(t, f.FallLasts, "the parabola through the window is still concave: it does not see the trough at 300 s coming")
+	})
+	t.Run("at a trough: the fall now, but the parabola turns within the horizon", func(t *testing.T) {
+		a := AheadState{BucketS: 30}
+		f := feedForecasting(&a, 310, sinusoid)
+		require.Positive(t, f.Fall, "the newest rates still fall")
+		require.False(t, f.FallLasts)
 	})
 	t.Run("a step up: no fall, though a parabola bends over it", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -1827,7 +1898,7 @@ func TestAhead_DecodeKeptReportsStabilizing(t *testing.T) {
 		st2.Ahead = st.Ahead.clone()
 		tk := &tick{p: p, st: &st2, in: aheadInput(5, 4, 4, 4, 4, 20), diag: &Diagnostics{}, readyP: 4, readyD: 4,
 			expectedP: ptr(4), expectedD: ptr(4), countsKnown: true, decodeKept: kept}
-		dec := tk.aheadDecide(map[Component]int{Prefill: 4, Decode: 4}, 65, false, false, false)
+		dec := tk.aheadDecide(map[Component]int{Prefill: 4, Decode: 4}, 65, false, false, false, false)
 		require.True(t, dec.Empty())
 		want := ReasonNoChange
 		if kept {
