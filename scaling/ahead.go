@@ -462,9 +462,11 @@ type Forecast struct {
 	// the misses that fall held off (carryMisses).
 	Fall, HeldOff float64
 	// FallLasts reports that the fall lasts the horizon: the trend falls now (Fall) and, when
-	// the window's parabola fits better than the line, it still falls at the horizon's end
-	// (no trough within it). A disaggregated deployment's scale-down then holds for one
-	// bucket, not the lead time (fallingHold).
+	// the window's parabola fits better than the line, it still falls a horizon past the
+	// newest interval (no trough within it; the horizon counts from the level's midpoint, so
+	// this is half a level window past the lead time's end, on the cautious side). A
+	// disaggregated deployment's scale-down then holds for one bucket, not the lead time
+	// (fallingHold).
 	FallLasts bool
 }
 
@@ -615,7 +617,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 		}
 		if fall := -now * horizon; fall > 0 && !math.IsInf(fall, 0) {
 			f.Fall = fall
-			// The parabola's slope at the horizon's end, past the newest interval's middle.
+			// The parabola's slope a horizon past the newest interval's middle.
 			f.FallLasts = !curved || cv.p.slope(float64(len(cv.ys)-1)/2+horizon/interval) < 0
 		}
 	}
@@ -1311,7 +1313,10 @@ func (t *tick) ahead() Decision {
 // time earlier needed down the whole fall (rr-5-45's first fall: 5 decode engines until
 // 460 s where 3 served from 425 s). Not on an aggregated pool, whose sinusoid is already
 // short of the goodput ("Misses a rise already carries"); not where the parabola turns
-// within the horizon, a trough's rise the lead time's hold is there for.
+// within the horizon, a trough's rise the lead time's hold is there for. With a period
+// followed the trend's fall is read all the same: it shortens the hold of a followed period
+// whose bursts are over 10% of the level (one foreseen, at most 10%, holds for a bucket
+// already).
 func (t *tick) fallingHold(f Forecast) bool {
 	return f.FallLasts && !f.bursty() && t.p.cfg.Mode == config.ModeDisagg
 }
@@ -1962,10 +1967,11 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			n = cur
 		}
 		if n < cur {
-			if falling && !foreseen {
-				d.note(fmt.Sprintf("ahead: %s scale-down held for %.0f s, not the lead time: the forecast falls through the next %.0f s", c, t.aheadHoldWindow(lead, true), lead))
+			short := t.aheadHoldWindow(lead, foreseen || falling)
+			if top := peakSince(*hist, t.in.Now-lead); falling && !foreseen && top > max(n, peakSince(*hist, t.in.Now-short)) {
+				d.note(fmt.Sprintf("ahead: %s scale-down held for %.0f s, not the lead time, whose %d it would have kept: the forecast falls through the horizon", c, short, min(cur, top)))
 			}
-			if top := peakSince(*hist, t.in.Now-t.aheadHoldWindow(lead, foreseen || falling)); top > n {
+			if top := peakSince(*hist, t.in.Now-short); top > n {
 				n = min(cur, top)
 			}
 			// Bursts much shorter than the lead time are over before capacity ordered for

@@ -1347,7 +1347,9 @@ func TestAhead_FallingHold(t *testing.T) {
 				got = *dec.Prefill
 			}
 			require.Equal(t, tc.want, got)
-			noted := slices.ContainsFunc(tk.diag.Notes, func(n string) bool { return strings.Contains(n, "the forecast falls through the next 65 s") })
+			noted := slices.ContainsFunc(tk.diag.Notes, func(n string) bool {
+				return strings.Contains(n, "scale-down held for 30 s, not the lead time, whose 6 it would have kept")
+			})
 			require.Equal(t, tc.falling, noted, tk.diag.Notes)
 		})
 	}
@@ -1514,7 +1516,7 @@ func TestForecast_Fall(t *testing.T) {
 	t.Run("a fall the buckets leave within chance: the interval rates' line", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		// −0.05 req/s per s, with each bucket 3 req/s above or below the line: through the
-		// window's five buckets the fall is within chance, through its 25 intervals it is not.
+		// window's five buckets the fall is within chance, through its 26 intervals it is not.
 		rate := func(t float64) float64 { return 40 - t/20 + 3*float64(1-2*(int(t/30)%2)) }
 		feed(&a, 300, rate)
 		f, ok := a.forecast(lead, interval)
