@@ -1310,13 +1310,13 @@ func (t *tick) ahead() Decision {
 // through the horizon (Forecast.FallLasts) on calm arrivals (bursts within the buckets at
 // most the level) of a disaggregated deployment: the forecast then asks for less than the
 // pool has all the way to the horizon, and the lead time's hold kept what the rates a lead
-// time earlier needed down the whole fall (rr-5-45's first fall: 5 decode engines until
-// 460 s where 3 served from 425 s). Not on an aggregated pool, whose sinusoid is already
-// short of the goodput ("Misses a rise already carries"); not where the parabola turns
-// within the horizon, a trough's rise the lead time's hold is there for. With a period
-// followed the trend's fall is read all the same: it shortens the hold of a followed period
-// whose bursts are over 10% of the level (one foreseen, at most 10%, holds for a bucket
-// already).
+// time earlier needed down the whole fall (rr-5-45's first fall: 5 decode engines held
+// until 460 s, 4 until 485 s, where 3 were needed from 425 s). Not on an aggregated pool,
+// whose sinusoid is already short of the goodput ("Misses a rise already carries"); not
+// where the parabola turns within the horizon, a trough's rise the lead time's hold is
+// there for. With a period followed the trend's fall is read all the same: it shortens the
+// hold of a followed period whose bursts are over 10% of the level (one foreseen, at most
+// 10%, holds for a bucket already).
 func (t *tick) fallingHold(f Forecast) bool {
 	return f.FallLasts && !f.bursty() && t.p.cfg.Mode == config.ModeDisagg
 }
