@@ -1967,12 +1967,13 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			n = cur
 		}
 		if n < cur {
-			short := t.aheadHoldWindow(lead, foreseen || falling)
-			if top := peakSince(*hist, t.in.Now-lead); falling && !foreseen && top > max(n, peakSince(*hist, t.in.Now-short)) {
-				d.note(fmt.Sprintf("ahead: %s scale-down held for %.0f s, not the lead time, whose %d it would have kept: the forecast falls through the horizon", c, short, min(cur, top)))
+			window := t.aheadHoldWindow(lead, foreseen || falling)
+			held := peakSince(*hist, t.in.Now-window)
+			if top := peakSince(*hist, t.in.Now-lead); falling && !foreseen && top > max(n, held) {
+				d.note(fmt.Sprintf("ahead: %s scale-down held for %.0f s, not the lead time, whose %d it would have kept: the forecast falls through the horizon", c, window, min(cur, top)))
 			}
-			if top := peakSince(*hist, t.in.Now-short); top > n {
-				n = min(cur, top)
+			if held > n {
+				n = min(cur, held)
 			}
 			// Bursts much shorter than the lead time are over before capacity ordered for
 			// them is ready: what they needed is held for several lead times, not one.
