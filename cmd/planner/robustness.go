@@ -41,6 +41,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		budget         int
 		mode           string
 		scenarios      string
+		ticks          string
 		startup        string
 		oracle, asJSON bool
 		static         bool
@@ -70,6 +71,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.BoolVar(&static, "static", true, "search the best static deployment of every case (--static=false: the policies only, faster)")
 	fs.StringVar(&out, "out", "", "also write the JSON report to this file")
 	fs.StringVar(&scenarios, "scenarios", "", "also write every case a scenario file can replay (the traces' and the sinusoids') to this folder, as <case>.yaml for planner simulate --scenario (timelines, HTML report)")
+	fs.StringVar(&ticks, "ticks", "", "also write every case's planner runs' per-tick timelines — the pools each tick saw, its decision, the loops' reasons and the policy's notes — to this new (or empty) folder, as <case>-<policy>.ticks.jsonl (one tick a line)")
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report instead of Markdown")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "replays run at once")
@@ -80,7 +82,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "closed-form lower bound on every one, with the same parameters everywhere; prints the")
 		fmt.Fprintln(stderr, "distribution (min and median goodput, GPU-hours over the bound, the best static deployment and")
 		fmt.Fprintln(stderr, "the oracle), the policies' distribution per source when there are several, and every case. With")
-		fmt.Fprintln(stderr, "--trace, the cases are drawn from traces of your own; --scenarios writes them as scenario files.")
+		fmt.Fprintln(stderr, "--trace, the cases are drawn from traces of your own; --scenarios writes them as scenario files;")
+		fmt.Fprintln(stderr, "--ticks writes what each policy decided at every tick of every case, and why.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -148,9 +151,13 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stderr, "case %d/%d %s: %d requests, %s\n", done, total, c.Name, c.Requests, c.Detail)
 		}
 	}
+	rp.TicksDir = ticks
 	rep, err := evaluate.Robustness(ctx, rp)
 	if err != nil {
 		return err
+	}
+	if ticks != "" {
+		fmt.Fprintf(stderr, "robustness: wrote %d per-tick timelines to %s\n", len(rep.TickFiles), ticks)
 	}
 	if out != "" {
 		data, err := json.MarshalIndent(rep, "", "  ")

@@ -42,6 +42,7 @@ type simulateOptions struct {
 	sweepPolicy, predictorPolicy string
 	data, profile, out           string
 	asJSON, markdown, quiet      bool
+	ticks                        bool
 	parallel                     int
 }
 
@@ -71,6 +72,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.out, "out", "simulate-out", "folder for <scenario>.json and <scenario>.html (empty: write neither)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the JSON report on stdout instead of the table")
 	fs.BoolVar(&o.markdown, "markdown", false, "print the comparison as a Markdown section (no wall times) instead of the table")
+	fs.BoolVar(&o.ticks, "ticks", false, "keep every planner run's per-tick timeline — the pools each tick saw, its decision, the loops' reasons and the policy's notes — in the JSON report (rows[].ticks; with --json or --out)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "replays run at once")
 	fs.Usage = func() {
@@ -93,6 +95,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if o.asJSON && o.markdown {
 		return errors.New("simulate: --json and --markdown exclude each other")
+	}
+	if o.ticks && !o.asJSON && o.out == "" {
+		return errors.New("simulate: --ticks keeps the ticks in the JSON report: give --json or --out")
 	}
 	plan, err := o.plan()
 	if err != nil {
@@ -192,7 +197,7 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		return evaluate.Plan{}, err
 	}
 	plan := evaluate.Plan{Scenario: sc, Oracle: baselines["oracle"], Static: baselines["static"],
-		SweepPolicy: o.sweepPolicy, PredictorPolicy: o.predictorPolicy, Predictors: splitList(o.predictors), Parallel: o.parallel}
+		SweepPolicy: o.sweepPolicy, PredictorPolicy: o.predictorPolicy, Predictors: splitList(o.predictors), Parallel: o.parallel, Ticks: o.ticks}
 	for _, s := range splitList(o.sweep) {
 		d, err := parseSeconds(s)
 		if err != nil {

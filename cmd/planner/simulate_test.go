@@ -42,10 +42,18 @@ func TestSimulate_TraceAndConfig(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	err := runSimulate(context.Background(), []string{"--trace", writeMooncake(t), "--config", cfg, "--out", out,
-		"--startup", "20s", "--startup-sweep", "0,1m", "--json"}, &stdout, &stderr)
+		"--startup", "20s", "--startup-sweep", "0,1m", "--json", "--ticks"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	var rep evaluate.Report
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	for _, r := range rep.Rows {
+		switch r.Kind {
+		case evaluate.KindPolicy, evaluate.KindSweep:
+			require.NotEmpty(t, r.Ticks, "%s: --ticks keeps the planner's ticks", r.Name)
+		default:
+			require.Empty(t, r.Ticks, "%s runs no planner", r.Name)
+		}
+	}
 	require.Equal(t, 300.0, rep.TTFTMs, "the config's SLA")
 	require.Equal(t, 6, rep.MaxGPUBudget)
 	require.Equal(t, 20.0, rep.StartupS)
@@ -92,6 +100,7 @@ func TestSimulate_Errors(t *testing.T) {
 		"unknown policy": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--policies", "mine"},
 			"no policy \"mine\""},
 		"json and markdown":     {[]string{"--json", "--markdown"}, "exclude"},
+		"ticks, no report":      {[]string{"--ticks", "--out", ""}, "--ticks keeps the ticks in the JSON report: give --json or --out"},
 		"trace model, no trace": {[]string{"--scenario", "x.yaml", "--trace-model", "GPT-4"}, "--trace-model selects a --trace's requests"},
 		"bad router": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--router", "random"},
 			`router mode "random"`},
@@ -189,9 +198,13 @@ func TestRobustness_OwnTrace(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	scenarios := filepath.Join(dir, "scenarios")
 	err := runRobustness(context.Background(), []string{"--trace", path, "--ttft-ms", "400", "--itl-ms", "15", "--scales", "1-1.5",
-		"--cases", "2", "--policies", "ahead", "--static=false", "--json", "--quiet", "--scenarios", scenarios}, &stdout, &stderr)
+		"--cases", "2", "--policies", "ahead", "--static=false", "--json", "--quiet", "--scenarios", scenarios, "--ticks", scenarios}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 	require.Contains(t, stderr.String(), "wrote 2 scenario files to "+scenarios)
+	require.Contains(t, stderr.String(), "robustness: wrote 2 per-tick timelines to "+scenarios, "beside the scenario files they replay")
+	for _, name := range []string{"case-00-trace-ahead.ticks.jsonl", "case-01-trace-ahead.ticks.jsonl"} {
+		require.FileExists(t, filepath.Join(scenarios, name))
+	}
 	for _, name := range []string{"case-00-trace.yaml", "case-01-trace.yaml"} {
 		require.FileExists(t, filepath.Join(scenarios, name))
 	}

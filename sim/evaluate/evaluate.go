@@ -53,6 +53,11 @@ type Plan struct {
 	// Progress, when set, is called about every ProgressEvery (default 1 s) and at the end.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// Ticks keeps every planner run's per-tick timeline on its row (Row.Ticks): the pools
+	// each tick saw, its decision, the loops' reasons and the policy's notes — what the
+	// planner decided and why, as the workflow's ticks say it live. About 1 KB a tick: an
+	// hour's replay at 5 s ticks adds under a megabyte per run.
+	Ticks bool
 
 	start [2]int // the policies' initial deployment (set by Run)
 }
@@ -117,6 +122,8 @@ type Row struct {
 	Timeline []Interval `json:"timeline"`
 	// Replicas are the pools' changes over time.
 	Replicas []replay.ReplicaSample `json:"replicas"`
+	// Ticks is the planner's per-tick timeline (Plan.Ticks; planner runs only).
+	Ticks []replay.TimelineEntry `json:"ticks,omitempty"`
 }
 
 // TimelineStepSeconds is the width of a Row's timeline buckets.
@@ -534,6 +541,9 @@ func (p Plan) policyJob(name, policy, kind string, cfg config.Config, startup ti
 		}
 		row := p.row(name, kind, startup, res)
 		row.Policy = policy
+		if p.Ticks {
+			row.Ticks = res.Timeline
+		}
 		return row, nil
 	}}
 }

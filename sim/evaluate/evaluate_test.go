@@ -230,6 +230,44 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	require.Contains(t, table.String(), "oracle")
 }
 
+// TestRun_Ticks: with Plan.Ticks every planner run's row keeps its per-tick timeline — the
+// pools, the decision, the observed window and the notes — and the rows without a planner
+// keep none; without it no row does.
+func TestRun_Ticks(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	plan := Plan{Scenario: sc, Requests: stepTrace(), TraceDesc: "step", Profile: profile(t), Static: true,
+		StartupSweep: []time.Duration{0}, Parallel: 2, Ticks: true}
+	rep, err := Run(context.Background(), plan)
+	require.NoError(t, err)
+	for _, r := range rep.Rows {
+		if r.Kind == KindStatic || r.Kind == KindSLOStatic {
+			require.Nil(t, r.Ticks, "%s runs no planner", r.Name)
+			continue
+		}
+		require.NotEmpty(t, r.Ticks, r.Name)
+		scaled, observed := false, false
+		for i, tk := range r.Ticks {
+			if i > 0 {
+				require.Greater(t, tk.At, r.Ticks[i-1].At, "%s: ticks in time order", r.Name)
+			}
+			scaled = scaled || !tk.Decision.Empty()
+			observed = observed || (tk.Traffic != nil && tk.Traffic.NumReq != nil && *tk.Traffic.NumReq > 0)
+		}
+		require.True(t, scaled, "%s: the step is scaled for at some tick", r.Name)
+		require.True(t, observed, "%s: the ticks say what traffic they saw", r.Name)
+		if r.Policy == PolicyAhead {
+			require.Contains(t, strings.Join(r.Ticks[len(r.Ticks)/2].Notes, "\n"), "ahead: demand", "%s: the policy's notes", r.Name)
+		}
+	}
+	plan.Ticks = false
+	rep, err = Run(context.Background(), plan)
+	require.NoError(t, err)
+	for _, r := range rep.Rows {
+		require.Nil(t, r.Ticks, "%s: no ticks unless asked", r.Name)
+	}
+}
+
 // TestRun_InitialScoringEngineAndPublished: a scenario that gives the initial deployment,
 // scores every request, overrides the engines and carries published gains.
 func TestRun_InitialScoringEngineAndPublished(t *testing.T) {

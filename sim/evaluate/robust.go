@@ -1,7 +1,9 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +14,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
 	"github.com/llmplanner/planner/sim/loadgen"
+	"github.com/llmplanner/planner/sim/replay"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -121,6 +125,11 @@ type RobustPlan struct {
 	ScenarioDir        string
 	ScenarioProfileArg string
 	ScenariosWritten   func(files []string, leftOut string)
+	// TicksDir, when set, is a new (or empty) folder Robustness writes every case's planner
+	// runs' per-tick timelines to as each case ends (Plan.Ticks): <case>-<run>.ticks.jsonl,
+	// one replay.TimelineEntry a line — what each policy decided at every tick of the case,
+	// and its notes. The report's rows leave them out.
+	TicksDir string
 	// NoStatic skips the best static deployment's search (a policy-only run: the summary's
 	// comparisons with it are then "-").
 	NoStatic bool
@@ -164,6 +173,8 @@ type RobustReport struct {
 	// ScenariosLeftOut the cases no scenario file describes, counted per source.
 	ScenarioFiles    []string `json:"scenario_files,omitempty"`
 	ScenariosLeftOut string   `json:"scenarios_left_out,omitempty"`
+	// TickFiles are the per-tick timelines written (RobustPlan.TicksDir), in case order.
+	TickFiles []string `json:"tick_files,omitempty"`
 }
 
 // robustSLA is each source's SLA (the scenarios' for the shared traces, Dynamo's test SLA
@@ -581,6 +592,11 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		return nil, err
 	}
 	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Mode: mode, Traces: rp.Traces, Cases: make([]RobustCase, len(inputs))}
+	if rp.TicksDir != "" {
+		if err := newFolder(rp.TicksDir, "tick timeline"); err != nil {
+			return nil, err
+		}
+	}
 	if rp.ScenarioDir != "" {
 		files, skipped, err := rp.scenarioFiles(inputs, policies, budget, startup, mode)
 		if err != nil {
@@ -595,6 +611,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		}
 	}
 	errs := make([]error, len(inputs))
+	tickFiles := make([][]string, len(inputs))
 	sem := make(chan struct{}, max(1, rp.Parallel))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -605,10 +622,10 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := rp.runCase(ctx, in, policies, budget, startup, mode)
+			c, files, err := rp.runCase(ctx, in, policies, budget, startup, mode)
 			mu.Lock()
 			defer mu.Unlock()
-			rep.Cases[i], errs[i] = c, err
+			rep.Cases[i], tickFiles[i], errs[i] = c, files, err
 			done++
 			if err == nil && rp.Progress != nil {
 				rp.Progress(done, len(inputs), c)
@@ -619,6 +636,7 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	rep.TickFiles = slices.Concat(tickFiles...)
 	return rep, nil
 }
 
@@ -630,30 +648,39 @@ func (rp RobustPlan) policies() []string {
 	return rp.Policies
 }
 
-// runCase scores one case (its replays one at a time: the cases run in parallel).
-func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string, budget int, startupS float64, mode config.Mode) (RobustCase, error) {
+// runCase scores one case (its replays one at a time: the cases run in parallel), and
+// writes its planner runs' per-tick timelines to rp.TicksDir when set (the files written).
+func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []string, budget int, startupS float64, mode config.Mode) (RobustCase, []string, error) {
 	var specs []PolicySpec
 	for _, p := range policies {
 		specs = append(specs, PolicySpec{Name: p, Builtin: p})
 	}
 	sc, err := NewScenario(in.name, in.sla, 0.9, startupS, budget, specs)
 	if err != nil {
-		return RobustCase{}, err
+		return RobustCase{}, nil, err
 	}
 	sc.Mode = mode
 	if err := sc.Validate(); err != nil {
-		return RobustCase{}, err
+		return RobustCase{}, nil, err
 	}
 	sc.Description = in.detail
 	r, err := Run(ctx, Plan{Scenario: sc, Requests: in.reqs, TraceDesc: in.detail, Profile: rp.Profile,
-		Oracle: rp.Oracle, NoSLOOracle: true, Static: !rp.NoStatic, Parallel: 1})
+		Oracle: rp.Oracle, NoSLOOracle: true, Static: !rp.NoStatic, Parallel: 1, Ticks: rp.TicksDir != ""})
 	if err != nil {
-		return RobustCase{}, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
+		return RobustCase{}, nil, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
 	}
 	c := RobustCase{Name: in.name, Source: in.source, Trace: in.trace, Detail: in.detail, Scale: in.scale, Requests: len(in.reqs),
 		TTFTMs: in.sla.TTFTMs, ITLMs: in.sla.ITLMs, LowerBoundGPUHours: r.LowerBoundGPUHours, Rows: r.Rows}
+	var files []string
 	for k := range c.Rows {
-		c.Rows[k].Timeline, c.Rows[k].Replicas = nil, nil // the cases' summary only
+		if c.Rows[k].Ticks != nil {
+			path := filepath.Join(rp.TicksDir, in.name+"-"+fileSafe(c.Rows[k].Name)+".ticks.jsonl")
+			if err := writeTicks(path, c.Rows[k].Ticks); err != nil {
+				return RobustCase{}, files, fmt.Errorf("evaluate: robustness %s: %w", in.name, err)
+			}
+			files = append(files, path)
+		}
+		c.Rows[k].Timeline, c.Rows[k].Replicas, c.Rows[k].Ticks = nil, nil, nil // the cases' summary only
 		switch c.Rows[k].Kind {
 		case KindStatic:
 			c.BestStatic = c.Rows[k].Deployment
@@ -661,7 +688,30 @@ func (rp RobustPlan) runCase(ctx context.Context, in robustInput, policies []str
 			c.SLOStatic = c.Rows[k].Deployment
 		}
 	}
-	return c, nil
+	return c, files, nil
+}
+
+// writeTicks writes a run's per-tick timeline to path, one JSON object a line.
+func writeTicks(path string, ticks []replay.TimelineEntry) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, t := range ticks {
+		if err := enc.Encode(t); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// fileSafe is name with every rune but ASCII letters, digits, '.', '-' and '_' replaced by
+// '_' (a run name such as "ahead @30s" as part of a file name).
+func fileSafe(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '-' || r == '_') {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // RobustSummary is one run's distribution over the cases.
@@ -923,13 +973,8 @@ func writeScenarios(dir, profileArg string, seed uint64, files []scenarioFile, s
 	if len(files) == 0 {
 		return nil, fmt.Errorf("evaluate: robustness: no case can be written as a scenario file (%d cases of sources whose arrivals come from rate series)", len(skipped))
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return nil, fmt.Errorf("evaluate: robustness: scenario folder %s is not empty: give a new one", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("evaluate: robustness: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("evaluate: robustness: %w", err)
+	if err := newFolder(dir, "scenario"); err != nil {
+		return nil, err
 	}
 	var written []string
 	for _, f := range files {
@@ -941,6 +986,20 @@ func writeScenarios(dir, profileArg string, seed uint64, files []scenarioFile, s
 		written = append(written, path)
 	}
 	return written, nil
+}
+
+// newFolder makes dir, refusing one that holds anything already, so that the files of
+// another run are not mixed in; what names the files in the errors.
+func newFolder(dir, what string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("evaluate: robustness: %s folder %s is not empty: give a new one", what, dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("evaluate: robustness: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("evaluate: robustness: %w", err)
+	}
+	return nil
 }
 
 // skippedBySource says which cases were left out of the scenario files, counted per source.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/sim/replay"
 )
 
 // robustData writes small stand-ins of the shared traces: an hour of each at a low rate.
@@ -253,6 +255,56 @@ func TestRobustness_NoStatic(t *testing.T) {
 	require.NoError(t, rep.WriteMarkdown(&md))
 	require.Contains(t, md.String(), "| - | - |", "the ratios to the static and the oracle are not made up")
 	require.Contains(t, md.String(), fmt.Sprintf("| %.2f | - |", c.LowerBoundGPUHours), "the case has no best static")
+}
+
+// TestRobustness_Ticks: with TicksDir every case's planner runs' per-tick timelines are
+// written there, one tick a line, and left out of the report's rows; a folder holding
+// anything is refused before any case runs.
+func TestRobustness_Ticks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ticks")
+	rep, err := Robustness(context.Background(), RobustPlan{Cases: 2, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead, PolicyDynamoSLA}, NoStatic: true, Parallel: 2, TicksDir: dir})
+	require.NoError(t, err)
+	var want []string
+	for _, c := range rep.Cases {
+		for _, r := range c.Rows {
+			require.Nil(t, r.Ticks, "the report's rows are the summary")
+			want = append(want, filepath.Join(dir, c.Name+"-"+r.Name+".ticks.jsonl"))
+		}
+	}
+	require.Equal(t, want, rep.TickFiles, "one file per case and policy, in case order")
+	for _, path := range rep.TickFiles {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		require.Greater(t, len(lines), 10, path)
+		ticks := make([]replay.TimelineEntry, len(lines))
+		observed := 0
+		for i, l := range lines {
+			require.NoError(t, json.Unmarshal([]byte(l), &ticks[i]), path)
+			if i > 0 {
+				require.Greater(t, ticks[i].At, ticks[i-1].At, path)
+			}
+			if ticks[i].Traffic != nil {
+				observed++
+			}
+		}
+		require.Positive(t, observed, "%s: the windows the ticks saw", path)
+		if strings.HasSuffix(path, "-ahead.ticks.jsonl") {
+			require.NotEmpty(t, ticks[len(ticks)-1].Notes, "%s: what the policy said", path)
+		}
+	}
+
+	_, err = Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1, TicksDir: dir})
+	require.ErrorContains(t, err, "tick timeline folder "+dir+" is not empty: give a new one")
+}
+
+func TestFileSafe(t *testing.T) {
+	require.Equal(t, "ahead__30s", fileSafe("ahead @30s"))
+	require.Equal(t, "dynamo-sla_constant", fileSafe("dynamo-sla/constant"))
+	require.Equal(t, "static_2P_2D", fileSafe("static 2P 2D"))
+	require.Equal(t, "a_b", fileSafe("a\u00e9b"), "ASCII only")
 }
 
 // TestRobustness_Agg: with Mode agg every case runs aggregated deployments — the policies'

@@ -145,6 +145,13 @@ type TimelineEntry struct {
 	LoadReasonDecode        scaling.Reason `json:"load_reason_decode,omitempty"`
 	ThroughputReasonPrefill scaling.Reason `json:"throughput_reason_prefill,omitempty"`
 	ThroughputReasonDecode  scaling.Reason `json:"throughput_reason_decode,omitempty"`
+	// Traffic is the window the tick observed (nil on a tick that read none): the requests,
+	// their mean lengths and latencies.
+	Traffic *scaling.TrafficObservation `json:"traffic,omitempty"`
+	// EstimatedTTFTMs and EstimatedITLMs are the policy's latency estimates for the ready
+	// pools, from the tick's diagnostics (nil: none).
+	EstimatedTTFTMs *float64 `json:"estimated_ttft_ms,omitempty"`
+	EstimatedITLMs  *float64 `json:"estimated_itl_ms,omitempty"`
 	// Notes are the diagnostics' notes.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -873,7 +880,7 @@ func (s *sim) tick(t float64, tk scaling.Tick) error {
 	s.res.Timeline = append(s.res.Timeline, TimelineEntry{At: t, Prefill: pc, Decode: dc, Decision: dec,
 		LoadReasonPrefill: diag.LoadReasonPrefill, LoadReasonDecode: diag.LoadReasonDecode,
 		ThroughputReasonPrefill: diag.ThroughputReasonPrefill, ThroughputReasonDecode: diag.ThroughputReasonDecode,
-		Notes: diag.Notes})
+		Traffic: in.Traffic, EstimatedTTFTMs: diag.EstimatedTTFTMs, EstimatedITLMs: diag.EstimatedITLMs, Notes: diag.Notes})
 	if dec.Empty() || s.planner.Config().Advisory {
 		return nil
 	}

@@ -36,6 +36,14 @@ func TestRun_SteadyLowRateKeepsMinimumAndMeetsSLA(t *testing.T) {
 				require.Equal(t, PoolCounts{Ready: 1}, e.Decode, "at %v", e.At)
 				require.True(t, e.Decision.Empty(), "at %v", e.At)
 			}
+			// The ticks say what they observed: past the first minute every window holds
+			// requests of the trace's lengths.
+			last := res.Timeline[len(res.Timeline)-1]
+			require.NotNil(t, last.Traffic, "the last tick read a window")
+			require.NotNil(t, last.Traffic.NumReq)
+			require.Positive(t, *last.Traffic.NumReq)
+			require.NotNil(t, last.Traffic.ISL)
+			require.InDelta(t, tc.isl, *last.Traffic.ISL, 1e-9)
 			for _, r := range res.Requests {
 				require.True(t, r.Finished)
 				require.Greater(t, r.TTFTMs, 0.0)
