@@ -16,6 +16,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/scaling"
 	"github.com/llmplanner/planner/sim/engine"
 	"github.com/llmplanner/planner/sim/replay"
 	"github.com/llmplanner/planner/sim/router"
@@ -260,11 +261,59 @@ func TestRun_Ticks(t *testing.T) {
 			require.Contains(t, strings.Join(r.Ticks[len(r.Ticks)/2].Notes, "\n"), "ahead: demand", "%s: the policy's notes", r.Name)
 		}
 	}
+	// The HTML report gives each run's ticks that scaled, after the charts.
+	var html bytes.Buffer
+	require.NoError(t, rep.WriteHTML(&html))
+	page := html.String()
+	for _, r := range rep.Rows {
+		if r.Ticks != nil {
+			require.Contains(t, page, "What "+r.Name+" decided: the ticks that scaled")
+		}
+	}
+	require.Greater(t, strings.Index(page, "What ahead decided"), strings.LastIndex(page, "</svg>"))
+	require.Regexp(t, `<td>(prefill \d+|prefill \d+, decode \d+|decode \d+)</td>`, page)
+	require.Contains(t, page, "ahead: demand")
+
 	plan.Ticks = false
 	rep, err = Run(context.Background(), plan)
 	require.NoError(t, err)
 	for _, r := range rep.Rows {
 		require.Nil(t, r.Ticks, "%s: no ticks unless asked", r.Name)
+	}
+	html.Reset()
+	require.NoError(t, rep.WriteHTML(&html))
+	require.NotContains(t, html.String(), "decided: the ticks that scaled")
+}
+
+// TestReport_Decisions: the table of a run's ticks that scaled, disaggregated and
+// aggregated (one pool: no prefill column).
+func TestReport_Decisions(t *testing.T) {
+	four, two, num := 4, 2, 30.0
+	ticks := []replay.TimelineEntry{
+		{At: 5, Prefill: replay.PoolCounts{Ready: 1}, Decode: replay.PoolCounts{Ready: 2}},
+		{At: 10, Prefill: replay.PoolCounts{Ready: 1, Starting: 1}, Decode: replay.PoolCounts{Ready: 2, Draining: 1},
+			Decision: scaling.Decision{Prefill: &four, Decode: &two}, Traffic: &scaling.TrafficObservation{DurationS: 5, NumReq: &num},
+			Notes: []string{"ahead: a", "ahead: b"}},
+	}
+	for name, tc := range map[string]struct {
+		mode   config.Mode
+		header []string
+		row    []string
+	}{
+		"disagg": {config.ModeDisagg, []string{"s", "prefill seen", "decode seen", "decided", "window read", "notes"},
+			[]string{"10", "1 +1 starting", "2 −1 draining", "prefill 4, decode 2", "6.0 req/s", "ahead: a · ahead: b"}},
+		"agg": {config.ModeAgg, []string{"s", "engines seen", "decided", "window read", "notes"},
+			[]string{"10", "2 −1 draining", "engines 2", "6.0 req/s", "ahead: a · ahead: b"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := &Report{Mode: string(tc.mode)}
+			tab, ok := rep.decisions(Row{Name: "ahead", Ticks: ticks})
+			require.True(t, ok)
+			require.Equal(t, tc.header, tab.Header)
+			require.Equal(t, [][]string{tc.row}, tab.Rows, "only the tick that scaled")
+			_, ok = rep.decisions(Row{Name: "ahead", Ticks: ticks[:1]})
+			require.False(t, ok, "no table for a run that never scaled")
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/llmplanner/planner/config"
+	"github.com/llmplanner/planner/sim/replay"
 	"github.com/llmplanner/planner/sim/report"
 	"github.com/llmplanner/planner/sim/router"
 )
@@ -293,6 +294,11 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		report.Chart{Title: "Mean ITL per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(main, perInterval(func(iv Interval) float64 { return iv.ITLMs }), false),
 			HLines: []report.HLine{{Name: "SLA", Y: rep.ITLMs}}},
 	)
+	for _, r := range rep.Rows {
+		if t, ok := rep.decisions(r); ok {
+			page.Appendix = append(page.Appendix, t)
+		}
+	}
 	for _, kind := range []string{KindSweep, KindPredictor} {
 		s := series(map[string]bool{kind: true}, engines(true), true)
 		if len(s) == 0 {
@@ -306,6 +312,60 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 				HLines: []report.HLine{{Name: "target", Y: rep.GoodputTarget}}})
 	}
 	return page.Write(w)
+}
+
+// decisions is the table of a run's ticks that scaled (Row.Ticks: a run kept with
+// Plan.Ticks): when, the pools the tick saw, what it decided, the traffic window it read and
+// its notes. ok is false for a run without ticks or whose ticks never scaled.
+func (rep *Report) decisions(r Row) (report.Table, bool) {
+	agg := rep.Mode == string(config.ModeAgg)
+	t := report.Table{Title: "What " + r.Name + " decided: the ticks that scaled", Text: true,
+		Header: []string{"s", "prefill seen", "decode seen", "decided", "window read", "notes"}}
+	if agg {
+		t.Header = []string{"s", "engines seen", "decided", "window read", "notes"}
+	}
+	pool := func(c replay.PoolCounts) string {
+		out := fmt.Sprint(c.Ready)
+		if c.Starting > 0 {
+			out += fmt.Sprintf(" +%d starting", c.Starting)
+		}
+		if c.Draining > 0 {
+			out += fmt.Sprintf(" −%d draining", c.Draining)
+		}
+		return out
+	}
+	for _, tk := range r.Ticks {
+		if tk.Decision.Empty() {
+			continue
+		}
+		var decided []string
+		if p := tk.Decision.Prefill; p != nil && !agg {
+			decided = append(decided, fmt.Sprintf("prefill %d", *p))
+		}
+		if d := tk.Decision.Decode; d != nil {
+			name := "decode"
+			if agg {
+				name = "engines"
+			}
+			decided = append(decided, fmt.Sprintf("%s %d", name, *d))
+		}
+		window := "-"
+		if tr := tk.Traffic; tr != nil && tr.NumReq != nil && tr.DurationS > 0 {
+			window = fmt.Sprintf("%.1f req/s", *tr.NumReq/tr.DurationS)
+			if tr.TTFTMs != nil {
+				window += fmt.Sprintf(", TTFT %.0f ms", *tr.TTFTMs)
+			}
+			if tr.ITLMs != nil {
+				window += fmt.Sprintf(", ITL %.1f ms", *tr.ITLMs)
+			}
+		}
+		row := []string{fmt.Sprintf("%g", tk.At), pool(tk.Prefill), pool(tk.Decode), strings.Join(decided, ", "), window, strings.Join(tk.Notes, " · ")}
+		if agg {
+			row = append(row[:1], row[2:]...)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t, len(t.Rows) > 0
 }
 
 // WriteMarkdown writes the report as a Markdown section: the scenario, the comparison

@@ -48,6 +48,9 @@ type Table struct {
 	Title  string
 	Header []string
 	Rows   [][]string
+	// Text left-aligns every cell (a table of prose, such as notes); numbers are
+	// right-aligned otherwise.
+	Text bool
 }
 
 // Page is a whole report.
@@ -57,6 +60,9 @@ type Page struct {
 	Intro  string
 	Tables []Table
 	Charts []Chart
+	// Appendix are tables shown after the charts (long ones, which would push the charts
+	// down).
+	Appendix []Table
 }
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
@@ -229,17 +235,18 @@ body{font-family:sans-serif;margin:24px;max-width:1000px;color:#222}
 table{border-collapse:collapse;margin:8px 0 20px}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+table.text td,table.text th{text-align:left;vertical-align:top}
 svg{display:block;margin:10px 0 24px}
 </style></head><body>
 <h1>{{.Title}}</h1>
 {{range .Paragraphs}}<p>{{.}}</p>
-{{end}}{{range .Tables}}<h2>{{.Title}}</h2>
-<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{end}}{{range .Tables}}{{template "table" .}}{{end}}{{range .SVGs}}{{.}}
+{{end}}{{range .Appendix}}{{template "table" .}}{{end}}</body></html>
+{{define "table"}}<h2>{{.Title}}</h2>
+<table{{if .Text}} class="text"{{end}}><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>
-{{end}}{{range .SVGs}}{{.}}
-{{end}}</body></html>
-`))
+{{end}}`))
 
 // Write renders the page.
 func (p Page) Write(w io.Writer) error {
@@ -248,7 +255,8 @@ func (p Page) Write(w io.Writer) error {
 		Paragraphs []string
 		Tables     []Table
 		SVGs       []template.HTML
-	}{Title: p.Title, Tables: p.Tables}
+		Appendix   []Table
+	}{Title: p.Title, Tables: p.Tables, Appendix: p.Appendix}
 	for _, para := range strings.Split(p.Intro, "\n\n") {
 		if s := strings.TrimSpace(para); s != "" {
 			data.Paragraphs = append(data.Paragraphs, s)

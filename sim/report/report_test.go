@@ -20,6 +20,7 @@ func TestPageIsSelfContainedAndEscaped(t *testing.T) {
 			Series: []Series{{Name: "prefill", Step: true, Points: []Point{{0, 1}, {10, 2}, {20, math.NaN()}, {30, 1}}}},
 			HLines: []HLine{{Name: "SLA <200 ms>", Y: 3}},
 		}, {Title: "empty"}},
+		Appendix: []Table{{Title: "notes <after>", Header: []string{"s", "note"}, Rows: [][]string{{"5", "held <3>"}}, Text: true}},
 	}
 	var buf bytes.Buffer
 	require.NoError(t, p.Write(&buf))
@@ -31,6 +32,9 @@ func TestPageIsSelfContainedAndEscaped(t *testing.T) {
 	require.Contains(t, out, "no data")
 	require.NotContains(t, strings.ReplaceAll(out, `xmlns="http://www.w3.org/2000/svg"`, ""), "http", "no network asset")
 	require.Equal(t, 2, strings.Count(out, "<svg"))
+	require.Greater(t, strings.Index(out, "notes &lt;after&gt;"), strings.LastIndex(out, "</svg>"), "the appendix after the charts")
+	require.Contains(t, out, `<table class="text"><tr><th>s</th><th>note</th></tr>`+"\n"+`<tr><td>5</td><td>held &lt;3&gt;</td></tr>`)
+	require.Equal(t, 1, strings.Count(out, `class="text"`), "the summary table's numbers stay right-aligned")
 	// Each SVG is well-formed XML.
 	for _, part := range strings.Split(out, "<svg")[1:] {
 		svg := "<svg" + part[:strings.Index(part, "</svg>")+len("</svg>")]
