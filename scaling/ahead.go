@@ -1948,13 +1948,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 	d := t.diag
 	tr := t.in.Traffic
 	target := map[Component]int{}
-	var observed float64
-	for _, c := range t.st.Ahead.Covered {
-		observed += c
-	}
-	if a := t.st.Ahead; a.Warmed {
-		observed = math.Min(observed, a.LiveS)
-	}
+	observed := t.liveSeconds()
 	for _, c := range t.pools() {
 		hist := &t.st.StabilizationPrefill
 		if c == Decode {
@@ -2053,6 +2047,20 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		}
 	}
 	return out
+}
+
+// liveSeconds is how much live traffic the history holds: the seconds its buckets cover, of
+// which a warmed history (load_predictor_warmup_trace) counts only those observed live
+// (AheadState.LiveS) — what the engines show is learned from those alone.
+func (t *tick) liveSeconds() float64 {
+	var observed float64
+	for _, c := range t.st.Ahead.Covered {
+		observed += c
+	}
+	if a := t.st.Ahead; a.Warmed {
+		observed = math.Min(observed, a.LiveS)
+	}
+	return observed
 }
 
 // trendFit is a least-squares line through rates: the trend window's bucket rates (x in

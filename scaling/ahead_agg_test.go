@@ -262,6 +262,63 @@ func TestAhead_AggSizesTheOnePool(t *testing.T) {
 	require.LessOrEqual(t, need[2], 16)
 }
 
+// TestAhead_AggHeldFloorAfterALeadTime: the requests an aggregated pool's engines hold size
+// it, over the batch kept — in full while the pool has seen less than a lead time of live
+// traffic (the only early sign of a burst), and after that at most twice the engines the
+// rate and the waits need (past that, what an overloaded pool holds is its queue), which the
+// note says.
+func TestAhead_AggHeldFloorAfterALeadTime(t *testing.T) {
+	p, st := aggAheadPlanner(t)
+	heldInput := func(now float64, held int64) Input {
+		in := aheadInput(now, 0, 2, 0, 2, 5)
+		for _, w := range []string{"a0", "a1"} {
+			if held > 0 {
+				in.FPM.Decode = append(in.FPM.Decode, perf.FPM{Version: perf.FPMVersion, WorkerID: w, WallTime: 0.02,
+					Scheduled: perf.ScheduledRequests{NumDecodeRequests: held / 2}})
+			}
+		}
+		return in
+	}
+	sized := func(diag Diagnostics) (n int, note string) {
+		t.Helper()
+		note = strings.Join(diag.Notes, "\n")
+		m := regexp.MustCompile(`aggregated (\d+) \(`).FindStringSubmatch(note)
+		require.Len(t, m, 2, note)
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return n, note
+	}
+
+	// Cold: the first tick's 80 requests held ask for their engines in full.
+	_, _, diag, err := p.Decide(st, heldInput(5, 80))
+	require.NoError(t, err)
+	cold, note := sized(diag)
+	require.GreaterOrEqual(t, cold, 5, "80 requests over a batch of about 13: %s", note)
+	require.NotContains(t, note, "held to twice")
+
+	// A lead time of live traffic later, the same requests held ask for at most twice what
+	// the rate (5 req/s: one engine) and the waits need.
+	warm := st
+	lead := p.cfg.StartupPriorSeconds() + 5
+	now := 5.0
+	for ; now <= lead+5; now += 5 {
+		decideAndSubmit(t, p, &warm, heldInput(now, 0))
+	}
+	decideAndSubmit(t, p, &warm, heldInput(now, 80)) // the 90% quantile of the lead time's ticks: two of them
+	_, _, diag, err = p.Decide(warm, heldInput(now+5, 80))
+	require.NoError(t, err)
+	capped, note := sized(diag)
+	require.Less(t, capped, cold, note)
+	m := regexp.MustCompile(`80 requests held at the 90% quantile, which ask for (\d+) engines: held to twice the (\d+) the rate and the waits need`).FindStringSubmatch(note)
+	require.Len(t, m, 3, note)
+	asked, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	rateNeed, err := strconv.Atoi(m[2])
+	require.NoError(t, err)
+	require.Greater(t, asked, 2*rateNeed, note)
+	require.Equal(t, 2*rateNeed, capped, "held to twice the rate's need")
+}
+
 // TestAhead_AggBacklogCountsWholePrompts: the queued prompt tokens the FPMs show are whole
 // prompts, so the aggregated pool's backlog is counted in requests at the prompt length, as
 // the disaggregated prefill sizing counts it — not at the part a prefix-cache hit leaves to
