@@ -365,9 +365,13 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	held := t.aggConcurrency(lead)
 	heldNote := ""
 	if h := int(math.Ceil(held / keep)); h > n {
-		if top := 2 * max(1, n); h > top && t.liveSeconds() >= lead {
-			heldNote = fmt.Sprintf(", which ask for %d engines: held to twice the %d the rate and the waits need, the rest being the queue of a pool overloaded now", h, n)
-			h = top
+		if top := 2 * max(1, n); h > top {
+			if live := t.liveSeconds(); live >= lead {
+				heldNote = fmt.Sprintf(", which ask for %d engines: capped at %d, twice the %d the rate and the waits need (the rest is the queue of a pool overloaded now)", h, top, n)
+				h = top
+			} else {
+				heldNote = fmt.Sprintf(", which ask for %d engines, not capped at twice the %d the rate and the waits need: %.0f s of live traffic, less than the %.0f s lead time", h, n, live, lead)
+			}
 		}
 		n = min(h, limit)
 	}

@@ -55,8 +55,8 @@ type Plan struct {
 	ProgressEvery time.Duration
 	// Ticks keeps every planner run's per-tick timeline on its row (Row.Ticks): the pools
 	// each tick saw, its decision, the loops' reasons and the policy's notes — what the
-	// planner decided and why, as the workflow's ticks say it live. About 1 KB a tick: an
-	// hour's replay at 5 s ticks adds under a megabyte per run.
+	// planner decided and why, as the workflow's ticks say it live. The ahead policy's come
+	// to about 1.2 KB a tick in the indented JSON report: about 0.9 MB an hour at 5 s ticks.
 	Ticks bool
 
 	start [2]int // the policies' initial deployment (set by Run)

@@ -267,7 +267,7 @@ func TestRun_Ticks(t *testing.T) {
 	page := html.String()
 	for _, r := range rep.Rows {
 		if r.Ticks != nil {
-			require.Contains(t, page, "What "+r.Name+" decided: the ticks that scaled")
+			require.Contains(t, page, "What "+r.Name+" decided, tick by tick")
 		}
 	}
 	require.Greater(t, strings.Index(page, "What ahead decided"), strings.LastIndex(page, "</svg>"))
@@ -282,7 +282,7 @@ func TestRun_Ticks(t *testing.T) {
 	}
 	html.Reset()
 	require.NoError(t, rep.WriteHTML(&html))
-	require.NotContains(t, html.String(), "decided: the ticks that scaled")
+	require.NotContains(t, html.String(), "decided, tick by tick")
 }
 
 // TestReport_Decisions: the table of a run's ticks that scaled, disaggregated and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -314,12 +315,14 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	return page.Write(w)
 }
 
-// decisions is the table of a run's ticks that scaled (Row.Ticks: a run kept with
-// Plan.Ticks): when, the pools the tick saw, what it decided, the traffic window it read and
-// its notes. ok is false for a run without ticks or whose ticks never scaled.
+// decisions is the table of a run's ticks that decided a pool size (Row.Ticks: a run kept
+// with Plan.Ticks) — a new target, or one already pending that the ready engines do not meet
+// yet; in advisory mode, decisions not applied: when, the pools the tick saw, what it decided,
+// the traffic window it read and its notes. ok is false for a run without ticks or whose
+// ticks never decided one.
 func (rep *Report) decisions(r Row) (report.Table, bool) {
 	agg := rep.Mode == string(config.ModeAgg)
-	t := report.Table{Title: "What " + r.Name + " decided: the ticks that scaled", Text: true,
+	t := report.Table{Title: "What " + r.Name + " decided, tick by tick", Text: true,
 		Header: []string{"s", "prefill seen", "decode seen", "decided", "window read", "notes"}}
 	if agg {
 		t.Header = []string{"s", "engines seen", "decided", "window read", "notes"}
@@ -359,7 +362,7 @@ func (rep *Report) decisions(r Row) (report.Table, bool) {
 				window += fmt.Sprintf(", ITL %.1f ms", *tr.ITLMs)
 			}
 		}
-		row := []string{fmt.Sprintf("%g", tk.At), pool(tk.Prefill), pool(tk.Decode), strings.Join(decided, ", "), window, strings.Join(tk.Notes, " · ")}
+		row := []string{strconv.FormatFloat(tk.At, 'f', -1, 64), pool(tk.Prefill), pool(tk.Decode), strings.Join(decided, ", "), window, strings.Join(tk.Notes, " · ")}
 		if agg {
 			row = append(row[:1], row[2:]...)
 		}

@@ -592,9 +592,18 @@ func Robustness(ctx context.Context, rp RobustPlan) (*RobustReport, error) {
 		return nil, err
 	}
 	rep := &RobustReport{Seed: rp.Seed, Budget: budget, StartupS: startup, Mode: mode, Traces: rp.Traces, Cases: make([]RobustCase, len(inputs))}
-	if rp.TicksDir != "" {
-		if err := newFolder(rp.TicksDir, "tick timeline"); err != nil {
+	// Both folders are checked before either is made: one may hold the other.
+	for _, f := range []struct{ dir, what string }{{rp.TicksDir, "tick timeline"}, {rp.ScenarioDir, "scenario"}} {
+		if f.dir == "" {
+			continue
+		}
+		if err := emptyFolder(f.dir, f.what); err != nil {
 			return nil, err
+		}
+	}
+	if rp.TicksDir != "" {
+		if err := os.MkdirAll(rp.TicksDir, 0o755); err != nil {
+			return nil, fmt.Errorf("evaluate: robustness: %w", err)
 		}
 	}
 	if rp.ScenarioDir != "" {
@@ -965,16 +974,16 @@ type scenarioFile struct {
 	data []byte
 }
 
-// writeScenarios writes the scenario files to dir/<case>.yaml (the folder is made; one
-// holding anything already is refused, so that files of another seed are not mixed in). An
+// writeScenarios writes the scenario files to dir/<case>.yaml (the folder is made; Robustness
+// has refused one holding anything already, so that files of another seed are not mixed in). An
 // error when no case can be written. Each file's first line says how to replay it (with
 // profileArg, the --profile flag the run used, if any).
 func writeScenarios(dir, profileArg string, seed uint64, files []scenarioFile, skipped []string) ([]string, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("evaluate: robustness: no case can be written as a scenario file (%d cases of sources whose arrivals come from rate series)", len(skipped))
 	}
-	if err := newFolder(dir, "scenario"); err != nil {
-		return nil, err
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("evaluate: robustness: %w", err)
 	}
 	var written []string
 	for _, f := range files {
@@ -988,15 +997,12 @@ func writeScenarios(dir, profileArg string, seed uint64, files []scenarioFile, s
 	return written, nil
 }
 
-// newFolder makes dir, refusing one that holds anything already, so that the files of
-// another run are not mixed in; what names the files in the errors.
-func newFolder(dir, what string) error {
+// emptyFolder refuses a folder that holds anything already, so that the files of another
+// run are not mixed in (a missing one is fine); what names the files in the errors.
+func emptyFolder(dir, what string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("evaluate: robustness: %s folder %s is not empty: give a new one", what, dir)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("evaluate: robustness: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("evaluate: robustness: %w", err)
 	}
 	return nil

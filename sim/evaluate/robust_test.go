@@ -298,13 +298,27 @@ func TestRobustness_Ticks(t *testing.T) {
 	_, err = Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
 		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1, TicksDir: dir})
 	require.ErrorContains(t, err, "tick timeline folder "+dir+" is not empty: give a new one")
+
+	// The timelines in a folder of the scenario files': both are checked before either is made.
+	scenarios := filepath.Join(t.TempDir(), "cases")
+	rep, err = Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1, ScenarioDir: scenarios, TicksDir: filepath.Join(scenarios, "ticks")})
+	require.NoError(t, err)
+	require.Len(t, rep.ScenarioFiles, 1)
+	require.Equal(t, []string{filepath.Join(scenarios, "ticks", rep.Cases[0].Name+"-ahead.ticks.jsonl")}, rep.TickFiles)
 }
 
 func TestFileSafe(t *testing.T) {
-	require.Equal(t, "ahead__30s", fileSafe("ahead @30s"))
-	require.Equal(t, "dynamo-sla_constant", fileSafe("dynamo-sla/constant"))
-	require.Equal(t, "static_2P_2D", fileSafe("static 2P 2D"))
-	require.Equal(t, "a_b", fileSafe("a\u00e9b"), "ASCII only")
+	for in, want := range map[string]string{
+		"ahead":               "ahead",
+		"ahead @30s":          "ahead__30s",
+		"dynamo-sla/constant": "dynamo-sla_constant",
+		"static 2P 2D":        "static_2P_2D",
+		"a\u00e9b":            "a_b", // ASCII only
+		"../up":               ".._up",
+	} {
+		require.Equal(t, want, fileSafe(in), in)
+	}
 }
 
 // TestRobustness_Agg: with Mode agg every case runs aggregated deployments — the policies'
@@ -545,8 +559,11 @@ func TestRobustPlan_ScenarioFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(head), "# Written by planner robustness (seed 5): replay with planner simulate --scenario "+written[0]+" --profile p\n"))
 
-	_, err = writeScenarios(out, "", rp.Seed, files, skipped)
-	require.ErrorContains(t, err, "is not empty", "files of another run are not mixed in")
+	require.ErrorContains(t, emptyFolder(out, "scenario"), "scenario folder "+out+" is not empty: give a new one",
+		"files of another run are not mixed in: Robustness refuses the folder before any case runs")
+	_, err = Robustness(context.Background(), RobustPlan{Cases: 1, Seed: 3, DataDir: robustData(t), Profile: profile(t),
+		Policies: []string{PolicyAhead}, NoStatic: true, Parallel: 1, ScenarioDir: out})
+	require.ErrorContains(t, err, "scenario folder "+out+" is not empty")
 	_, err = writeScenarios(filepath.Join(t.TempDir(), "none"), "", rp.Seed, nil, skipped)
 	require.ErrorContains(t, err, "no case can be written")
 	_, _, err = rp.scenarioFiles(cases, []string{PolicyAhead, PolicyAhead}, 12, startup, config.ModeAgg)
