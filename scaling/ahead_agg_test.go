@@ -320,6 +320,27 @@ func TestAhead_AggHeldFloorAfterALeadTime(t *testing.T) {
 	require.Equal(t, 2*rateNeed, top)
 	require.Greater(t, asked, top, note)
 	require.Equal(t, top, capped, "capped at twice the rate's need")
+
+	// A warmed history covers more than a lead time from the start, but only its live
+	// seconds count: a warmed planner's first tick is not capped either.
+	path := writeTrace(t, sinusoidTrace(1200, 300, 2, 6))
+	pw := mustPlanner(t, slaConfig(func(c *config.Config) {
+		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
+		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 10, 16
+		c.LoadPredictorWarmupTrace = &path
+	}))
+	reqs, _, err := pw.ReadWarmup()
+	require.NoError(t, err)
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	boot := ProfileBootstrap(prof, config.ModeAgg)
+	boot.Warmup = reqs
+	stW := mustInit(t, pw, 0, boot)
+	require.True(t, stW.Ahead.Warmed)
+	_, _, diag, err = pw.Decide(stW, heldInput(5, 80))
+	require.NoError(t, err)
+	_, note = sized(diag)
+	require.Regexp(t, `80 requests held at the 90% quantile, which ask for \d+ engines, not capped at twice the \d+ the rate and the waits need: 5 s of live traffic`, note)
 }
 
 // TestAhead_AggBacklogCountsWholePrompts: the queued prompt tokens the FPMs show are whole
