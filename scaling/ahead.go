@@ -177,6 +177,10 @@ type AheadState struct {
 	// another policy, or missed ones).
 	ReadyDecode   int     `json:"ready_decode,omitempty"`
 	ReadyDecodeAt float64 `json:"ready_decode_at,omitempty"`
+	// DecodeGrewAt is the last tick at which the decode pool's ready engines grew
+	// (grewWithin; 0: none seen): an aggregated pool learns its decode edge while engines
+	// start only once a lead time has passed since (aggEdgeReadable).
+	DecodeGrewAt float64 `json:"decode_grew_at,omitempty"`
 	// ReadyPrefill and ReadyPrefillAt are the same of the prefill engines: the SLO feedback
 	// does not count an interval in which a pool's ready engines grew (grewWithin).
 	ReadyPrefill   int     `json:"ready_prefill,omitempty"`
@@ -1187,6 +1191,9 @@ func (t *tick) ahead() Decision {
 	}
 	a.ReadyDecode, a.ReadyPrefill = t.current(Decode), t.current(Prefill)
 	t.measureStartup()
+	if t.grewWithin(Decode) {
+		a.DecodeGrewAt = t.in.Now
+	}
 	t.learnDecodeShown()
 
 	tr := t.in.Traffic

@@ -477,3 +477,60 @@ func TestAhead_AggSizesWithTheProfile(t *testing.T) {
 	swung, _ = slaBatch(alone, true)
 	require.NotEqual(t, calm, swung, "the same passes move the perf model's SLA batch")
 }
+
+// TestAhead_AggEdgeWhileEnginesStart: an aggregated pool learns its decode edge (the rate per
+// engine at which the observed ITL neared the SLA) while it is settled, and while engines it
+// ordered start but none has become ready within the last lead time — the engines ready then
+// carry the whole load — but not within a lead time of engines becoming ready, when the
+// engines that were alone under the rise drain their backlog while the new ones idle.
+func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
+	const rate = 12.0 // steady arrivals, req/s
+	p, _ := aggAheadPlanner(t)
+	lead := p.cfg.StartupPriorSeconds() + 5
+	tests := []struct {
+		name string
+		// ready and expected are the pool's engines at a tick (seconds from the start).
+		ready, expected func(now float64) int
+		learned         bool
+	}{
+		{"settled", func(float64) int { return 2 }, func(float64) int { return 2 }, true},
+		{"engines starting, none ready yet", func(float64) int { return 2 }, func(float64) int { return 4 }, true},
+		{"an engine ready within the lead time", func(now float64) int { return 2 + btoi(now >= 30) }, func(float64) int { return 4 }, false},
+		{"an engine ready over a lead time ago", func(now float64) int { return 2 + btoi(now >= 30) }, func(float64) int { return 4 }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, st := aggAheadPlanner(t)
+			// Calm ticks with the ITL within the SLA up to 50 s, then one over 80% of it.
+			last := 50.0
+			if strings.Contains(tt.name, "over a lead time ago") {
+				last = 30 + lead
+			}
+			for now := 5.0; now <= last; now += 5 {
+				in := aheadInput(now, 0, tt.ready(now), 0, tt.expected(now), rate)
+				in.Traffic.ITLMs = ptr(5.0)
+				var err error
+				st, _, _, err = p.Decide(st, in)
+				require.NoError(t, err)
+			}
+			require.Zero(t, st.Ahead.DecodeEdgeRPS, "nothing to learn while the ITL is low")
+			now := last + 5
+			in := aheadInput(now, 0, tt.ready(now), 0, tt.expected(now), rate)
+			in.Traffic.ITLMs = ptr(9.0)
+			next, _, _, err := p.Decide(st, in)
+			require.NoError(t, err)
+			if !tt.learned {
+				require.Zero(t, next.Ahead.DecodeEdgeRPS, "within a lead time of an engine becoming ready")
+				return
+			}
+			require.InDelta(t, rate/float64(tt.ready(now)), next.Ahead.DecodeEdgeRPS, 0.5, "the arrivals over the engines ready")
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
