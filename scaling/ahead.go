@@ -177,14 +177,15 @@ type AheadState struct {
 	// another policy, or missed ones).
 	ReadyDecode   int     `json:"ready_decode,omitempty"`
 	ReadyDecodeAt float64 `json:"ready_decode_at,omitempty"`
-	// DecodeGrewAt is the last tick at which the decode pool's ready engines grew
-	// (grewWithin; 0: none seen): an aggregated pool learns its decode edge while engines
-	// start only once a lead time has passed since (aggEdgeReadable).
-	DecodeGrewAt float64 `json:"decode_grew_at,omitempty"`
 	// ReadyPrefill and ReadyPrefillAt are the same of the prefill engines: the SLO feedback
 	// does not count an interval in which a pool's ready engines grew (grewWithin).
 	ReadyPrefill   int     `json:"ready_prefill,omitempty"`
 	ReadyPrefillAt float64 `json:"ready_prefill_at,omitempty"`
+	// DecodeGrewAt is the last tick at which the decode pool's ready engines grew, or might
+	// have unseen (grewWithin; or engines starting after a tick whose ready count is not
+	// known; 0: none seen): an aggregated pool learns its decode edge while engines start
+	// only once a lead time has passed since (aggEdgeReadable).
+	DecodeGrewAt float64 `json:"decode_grew_at,omitempty"`
 	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
 	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
 	// the decode batch is never sized below what they demonstrate.
@@ -1191,7 +1192,7 @@ func (t *tick) ahead() Decision {
 	}
 	a.ReadyDecode, a.ReadyPrefill = t.current(Decode), t.current(Prefill)
 	t.measureStartup()
-	if t.grewWithin(Decode) {
+	if t.grewWithin(Decode) || (t.readyDBefore == 0 && !t.settled(Decode)) {
 		a.DecodeGrewAt = t.in.Now
 	}
 	t.learnDecodeShown()

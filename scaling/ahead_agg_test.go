@@ -482,55 +482,64 @@ func TestAhead_AggSizesWithTheProfile(t *testing.T) {
 // engine at which the observed ITL neared the SLA) while it is settled, and while engines it
 // ordered start but none has become ready within the last lead time — the engines ready then
 // carry the whole load — but not within a lead time of engines becoming ready, when the
-// engines that were alone under the rise drain their backlog while the new ones idle.
+// engines that were alone under the rise drain their backlog while the new ones idle, nor
+// within a lead time of a tick whose ready count is not known (a missed tick: engines may
+// have become ready unseen).
 func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
 	const rate = 12.0 // steady arrivals, req/s
 	p, _ := aggAheadPlanner(t)
-	lead := p.cfg.StartupPriorSeconds() + 5
+	lead := p.cfg.StartupPriorSeconds() + p.loadI
 	tests := []struct {
-		name string
-		// ready and expected are the pool's engines at a tick (seconds from the start).
-		ready, expected func(now float64) int
-		learned         bool
+		name     string
+		expected int     // the engines the pool is to have from the second tick; 2 are ready from the start
+		readyAt  float64 // when a third becomes ready (0: never)
+		missed   float64 // a tick that does not happen (0: none)
+		readAt   float64 // the tick whose ITL is over 80% of the SLA
+		grewAt   float64 // DecodeGrewAt before it
+		learned  bool
 	}{
-		{"settled", func(float64) int { return 2 }, func(float64) int { return 2 }, true},
-		{"engines starting, none ready yet", func(float64) int { return 2 }, func(float64) int { return 4 }, true},
-		{"an engine ready within the lead time", func(now float64) int { return 2 + btoi(now >= 30) }, func(float64) int { return 4 }, false},
-		{"an engine ready over a lead time ago", func(now float64) int { return 2 + btoi(now >= 30) }, func(float64) int { return 4 }, true},
+		{name: "settled", expected: 2, readAt: 55, learned: true},
+		{name: "engines starting, none ready yet", expected: 4, readAt: 55, learned: true},
+		{name: "an engine ready less than a lead time ago", expected: 4, readyAt: 30, readAt: 30 + lead - p.loadI, grewAt: 30},
+		{name: "an engine ready a lead time ago", expected: 4, readyAt: 30, readAt: 30 + lead, grewAt: 30, learned: true},
+		{name: "a missed tick less than a lead time ago", expected: 4, missed: 30, readAt: 35 + lead - p.loadI, grewAt: 35},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, st := aggAheadPlanner(t)
-			// Calm ticks with the ITL within the SLA up to 50 s, then one over 80% of it.
-			last := 50.0
-			if strings.Contains(tt.name, "over a lead time ago") {
-				last = 30 + lead
+			input := func(now, itl float64) Input {
+				ready := 2
+				if tt.readyAt > 0 && now >= tt.readyAt {
+					ready = 3
+				}
+				expected := ready // the first tick finds the pool settled; it grows from the second on
+				if now > p.loadI {
+					expected = max(ready, tt.expected)
+				}
+				in := aheadInput(now, 0, ready, 0, expected, rate)
+				in.Traffic.ITLMs = ptr(itl)
+				return in
 			}
-			for now := 5.0; now <= last; now += 5 {
-				in := aheadInput(now, 0, tt.ready(now), 0, tt.expected(now), rate)
-				in.Traffic.ITLMs = ptr(5.0)
+			// Calm ticks with the ITL well within the SLA, then one over 80% of it.
+			for now := p.loadI; now < tt.readAt; now += p.loadI {
+				if now == tt.missed {
+					continue
+				}
 				var err error
-				st, _, _, err = p.Decide(st, in)
+				st, _, _, err = p.Decide(st, input(now, 5))
 				require.NoError(t, err)
 			}
 			require.Zero(t, st.Ahead.DecodeEdgeRPS, "nothing to learn while the ITL is low")
-			now := last + 5
-			in := aheadInput(now, 0, tt.ready(now), 0, tt.expected(now), rate)
-			in.Traffic.ITLMs = ptr(9.0)
+			require.Equal(t, tt.grewAt, st.Ahead.DecodeGrewAt)
+			in := input(tt.readAt, 9)
 			next, _, _, err := p.Decide(st, in)
 			require.NoError(t, err)
 			if !tt.learned {
-				require.Zero(t, next.Ahead.DecodeEdgeRPS, "within a lead time of an engine becoming ready")
+				require.Zero(t, next.Ahead.DecodeEdgeRPS, "within a lead time of engines (maybe) becoming ready")
 				return
 			}
-			require.InDelta(t, rate/float64(tt.ready(now)), next.Ahead.DecodeEdgeRPS, 0.5, "the arrivals over the engines ready")
+			ready := float64(*in.Workers.ReadyDecode)
+			require.InDelta(t, rate/ready, next.Ahead.DecodeEdgeRPS, 0.5, "the arrivals over the engines ready")
 		})
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
