@@ -403,12 +403,12 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 // engines start but none has become ready within the last lead time (DecodeGrewAt) — the
 // engines ready then carry the whole load, as a short Mooncake synthetic window's two did at
 // up to 7.5 req/s each with the ITL at up to 29.6 ms against a 25 ms SLA while the engines
-// ordered for them started (the model said 7.7–8.4; read only once settled, the edge was not
-// learned before the pool went back to the two engines that had failed). Not while engines start
-// within a lead time of one becoming ready: the engines that were alone under the rise drain
-// their backlog at a high ITL while the new ones idle, which says nothing about what an
-// engine sustains. A settled pool is read at once, as before; within the interval engines
-// became ready in, learnDecodeEdge counts only those ready for all of it.
+// ordered for them started (the model said 7.7–8.4; read only once settled, the edge was
+// not learned before the pool went back to the two engines that had failed). Not while
+// engines start within a lead time of one becoming ready: the engines that were alone under
+// the rise drain their backlog at a high ITL while the new ones idle, which says nothing
+// about what an engine sustains. A settled pool is read at once, as before; within the
+// interval engines became ready in, learnDecodeEdge counts only those ready for all of it.
 func (t *tick) aggEdgeReadable(lead float64) bool {
 	if t.settled(Decode) {
 		return true
