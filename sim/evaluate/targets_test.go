@@ -61,6 +61,38 @@ func TestScenarioTargets(t *testing.T) {
 			}
 		})
 	}
+	// The oracle's cheapest schedule at the goodput target, against each GPU-hour target.
+	sloOracle := []struct {
+		name    string
+		row     *Row
+		want    string
+		missing []string
+	}{
+		{"no slo-oracle row", nil, "| not run |", nil},
+		{"under the static's and Dynamo's", &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: 0.955, GPUHours: 2.59},
+			"| 95.5% at 2.59: 10.7% under the best static's, 0.96× the oracle's, within dynamo-sla's |", nil},
+		{"over the static's and Dynamo's", &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: 0.951, GPUHours: 3.19},
+			"| 95.1% at 3.19: 10.0% over the best static's, 1.19× the oracle's, 18% over dynamo-sla's |", nil},
+		{"short of the target", &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: 0.94, GPUHours: 3.5},
+			"| 94.0% at 3.50: none found reaching the goodput target |", []string{"over the best static's"}},
+	}
+	for _, tc := range sloOracle {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := targetRows(0.983, 3.17)
+			if tc.row != nil {
+				rows = append(rows, *tc.row)
+			}
+			scores, _ := ScenarioTargets([]*Report{{Scenario: "rr", SLOGoodput: 0.95, Rows: rows}}, "ahead", "dynamo-sla")
+			require.Len(t, scores, 1)
+			require.Equal(t, tc.row != nil, scores[0].SLOOracle != nil)
+			var b bytes.Buffer
+			require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+			require.Contains(t, b.String(), tc.want)
+			for _, m := range tc.missing {
+				require.NotContains(t, b.String(), m)
+			}
+		})
+	}
 	// A scenario without the policy is named apart; one without an oracle, a static or
 	// Dynamo's planner meets none of those targets.
 	bare := &Report{Scenario: "bare", Rows: []Row{{Name: "ahead", Kind: KindPolicy, Goodput: 0.99, GPUHours: 1}}}
@@ -76,7 +108,7 @@ func TestScenarioTargets(t *testing.T) {
 	require.False(t, s.AgainstMet())
 	var b bytes.Buffer
 	require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
-	require.Contains(t, b.String(), "| bare | 99.0% at 1.00 GPU-h | met (≥ 95%) | no oracle | no static | dynamo-sla not run |")
+	require.Contains(t, b.String(), "| bare | 99.0% at 1.00 GPU-h | met (≥ 95%) | no oracle | no static | dynamo-sla not run | not run |")
 }
 
 // TestRobustTargets: a robustness report's cases counted per target, the oracle's column
