@@ -218,9 +218,18 @@ func staticCell(s TargetScore) string {
 		cell += " (over the budget: none within it met the target)"
 	}
 	if r <= 1 {
-		return fmt.Sprintf("met: %.1f%% under %s", 100*(1-r), cell)
+		return "met: " + underOver(r) + " " + cell
 	}
-	return fmt.Sprintf("%.1f%% over %s", 100*(r-1), cell)
+	return underOver(r) + " " + cell
+}
+
+// underOver says how far a ratio of GPU-hours r is under or over 1: "x.y% under" or
+// "x.y% over".
+func underOver(r float64) string {
+	if r <= 1 {
+		return fmt.Sprintf("%.1f%% under", 100*(1-r))
+	}
+	return fmt.Sprintf("%.1f%% over", 100*(r-1))
 }
 
 func againstCell(s TargetScore, against string) string {
@@ -246,8 +255,9 @@ func againstCell(s TargetScore, against string) string {
 }
 
 // sloOracleCell says what the oracle's cheapest schedule reaching the goodput target costs
-// against the GPU-hour targets — the best static's, the oracle's own and against's: where it
-// is over one, no schedule the oracle finds meets the goodput target and that one together.
+// against the GPU-hour targets: the best static's, TargetOracleRatio times the oracle's and
+// against's GPU-hours (with more goodput than against). Where it misses one, no schedule the
+// oracle's search found meets the goodput target and that one together.
 func sloOracleCell(s TargetScore, against string) string {
 	o := s.SLOOracle
 	if o == nil {
@@ -259,20 +269,26 @@ func sloOracleCell(s TargetScore, against string) string {
 	}
 	var parts []string
 	if r, ok := gpuRatio(o, s.BestStatic); ok {
-		if r <= 1 {
-			parts = append(parts, fmt.Sprintf("%.1f%% under the best static's", 100*(1-r)))
-		} else {
-			parts = append(parts, fmt.Sprintf("%.1f%% over the best static's", 100*(r-1)))
-		}
+		parts = append(parts, underOver(r)+" the best static's")
 	}
 	if r, ok := gpuRatio(o, s.Oracle); ok {
-		parts = append(parts, fmt.Sprintf("%.2f× the oracle's", r))
+		part := fmt.Sprintf("%.2f× the oracle's", r)
+		if r > TargetOracleRatio {
+			part += fmt.Sprintf(" (over %.2f×)", TargetOracleRatio)
+		}
+		parts = append(parts, part)
 	}
-	if r, ok := gpuRatio(o, s.Against); ok {
-		if r <= 1 {
-			parts = append(parts, fmt.Sprintf("within %s's", against))
-		} else {
+	if a := s.Against; a != nil {
+		switch r, ok := gpuRatio(o, a); {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("more GPU-h than %s (none)", against))
+		case r <= 1:
+			parts = append(parts, fmt.Sprintf("within %s's GPU-h", against))
+		default:
 			parts = append(parts, fmt.Sprintf("%.0f%% over %s's", 100*(r-1), against))
+		}
+		if o.Goodput <= a.Goodput {
+			parts = append(parts, "no more goodput than "+against)
 		}
 	}
 	if len(parts) == 0 {

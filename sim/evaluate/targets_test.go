@@ -62,23 +62,31 @@ func TestScenarioTargets(t *testing.T) {
 		})
 	}
 	// The oracle's cheapest schedule at the goodput target, against each GPU-hour target.
+	slo := func(goodput, gpu float64) *Row {
+		return &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: goodput, GPUHours: gpu}
+	}
 	sloOracle := []struct {
-		name    string
-		row     *Row
-		want    string
-		missing []string
+		name string
+		row  *Row
+		bare bool // the policy's row and the slo-oracle's only
+		want string
 	}{
-		{"no slo-oracle row", nil, "| not run |", nil},
-		{"under the static's and Dynamo's", &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: 0.955, GPUHours: 2.59},
-			"| 95.5% at 2.59: 10.7% under the best static's, 0.96× the oracle's, within dynamo-sla's |", nil},
-		{"over the static's and Dynamo's", &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: 0.951, GPUHours: 3.19},
-			"| 95.1% at 3.19: 10.0% over the best static's, 1.19× the oracle's, 18% over dynamo-sla's |", nil},
-		{"short of the target", &Row{Name: "slo-oracle", Kind: KindSLOOracle, Goodput: 0.94, GPUHours: 3.5},
-			"| 94.0% at 3.50: none found reaching the goodput target |", []string{"over the best static's"}},
+		{"no slo-oracle row", nil, false, "| not run |"},
+		{"under the static's and Dynamo's", slo(0.955, 2.59), false,
+			"| 95.5% at 2.59: 10.7% under the best static's, 0.96× the oracle's, within dynamo-sla's GPU-h |"},
+		{"at the goodput target and the static's GPU-hours exactly", slo(0.95, 2.9), false,
+			"| 95.0% at 2.90: 0.0% under the best static's, 1.08× the oracle's, 7% over dynamo-sla's |"},
+		{"over the static's, 1.15× the oracle's and Dynamo's", slo(0.951, 3.19), false,
+			"| 95.1% at 3.19: 10.0% over the best static's, 1.19× the oracle's (over 1.15×), 18% over dynamo-sla's |"},
+		{"short of the target", slo(0.94, 3.5), false, "| 94.0% at 3.50: none found reaching the goodput target |"},
+		{"nothing to measure it against", slo(0.955, 2.59), true, "| 95.5% at 2.59 |"},
 	}
 	for _, tc := range sloOracle {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := targetRows(0.983, 3.17)
+			if tc.bare {
+				rows = rows[:1]
+			}
 			if tc.row != nil {
 				rows = append(rows, *tc.row)
 			}
@@ -88,10 +96,22 @@ func TestScenarioTargets(t *testing.T) {
 			var b bytes.Buffer
 			require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
 			require.Contains(t, b.String(), tc.want)
-			for _, m := range tc.missing {
-				require.NotContains(t, b.String(), m)
-			}
 		})
+	}
+	// Dynamo's planner with as much goodput as the oracle's schedule, or no GPU-hours.
+	for _, tc := range []struct {
+		against Row
+		want    string
+	}{
+		{Row{Name: "dynamo-sla", Kind: KindPolicy, Goodput: 0.96, GPUHours: 2.7}, "within dynamo-sla's GPU-h, no more goodput than dynamo-sla |"},
+		{Row{Name: "dynamo-sla", Kind: KindPolicy, Goodput: 0.4}, "more GPU-h than dynamo-sla (none) |"},
+	} {
+		rows := append(targetRows(0.983, 3.17), *slo(0.955, 2.59))
+		rows[1] = tc.against
+		scores, _ := ScenarioTargets([]*Report{{Scenario: "rr", SLOGoodput: 0.95, Rows: rows}}, "ahead", "dynamo-sla")
+		var b bytes.Buffer
+		require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+		require.Contains(t, b.String(), tc.want)
 	}
 	// A scenario without the policy is named apart; one without an oracle, a static or
 	// Dynamo's planner meets none of those targets.
