@@ -24,6 +24,10 @@ type aggShape struct {
 	// ISL is the prompt tokens a request computes (after prefix-cache hits) and OSL its
 	// output tokens; Ctx the KV tokens a decoding request holds on average.
 	ISL, OSL, Ctx float64
+	// Held is the mean context of the decode requests the engines hold (their FPMs), when
+	// known and not Ctx (0: not known). A pass's decode is costed at the slower of the two
+	// contexts (slowest).
+	Held float64
 	// Accept is the tokens a decode pass emits per request (speculative decoding, ≥ 1).
 	Accept float64
 	// Chunk is max_num_batched_tokens: the token budget of one pass, decode tokens included.
@@ -67,9 +71,7 @@ func clampCount(v float64) int64 {
 // Accept tokens). ok is false when the pass model fails.
 func (s aggShape) at(pass passFunc, b float64) (aggPoint, bool) {
 	b = math.Max(1, b)
-	kv := clampCount(b * s.Ctx)
-	reqs := clampCount(b)
-	decode, ok := pass(0, reqs, kv)
+	decode, ok := s.slowest(pass, 0, b)
 	if !ok {
 		return aggPoint{}, false
 	}
@@ -90,6 +92,30 @@ func (s aggShape) at(pass passFunc, b float64) (aggPoint, bool) {
 	return p, true
 }
 
+// slowest is the time of a pass of tokens prompt tokens beside a decode batch b: the slower
+// of the passes at the two contexts, Ctx and Held (when known). The profile's decode surface
+// is interpolated in KV usage and context, so at one batch it need not be faster at a
+// shorter context: at a batch of 26, 10.5 ms at 2,010 tokens, 7.6 ms at 2,920. On the
+// Mooncake synthetic trace, whose short prompts have the long outputs, the engines held
+// 2,010 tokens a request where ISL + OSL/2 said 2,920, and one engine at 6.6 req/s ran at
+// 16.5 ms where that context modelled 10.5 ms (17.0 ms at the context held; docs/policy.md,
+// "The context an aggregated engine holds").
+func (s aggShape) slowest(pass passFunc, tokens int64, b float64) (float64, bool) {
+	reqs := clampCount(b)
+	t, ok := pass(tokens, reqs, clampCount(b*s.Ctx))
+	if !ok {
+		return 0, false
+	}
+	if s.Held > 0 && reqs > 0 {
+		h, ok := pass(tokens, reqs, clampCount(b*s.Held))
+		if !ok {
+			return 0, false
+		}
+		t = math.Max(t, h)
+	}
+	return t, true
+}
+
 // chunks is the number of passes a mean prompt's prefill takes beside a decode batch b.
 func (s aggShape) chunks(b float64) float64 {
 	room := math.Max(1, float64(s.Chunk)-math.Ceil(b))
@@ -100,20 +126,19 @@ func (s aggShape) chunks(b float64) float64 {
 // decode batch b: its prefill service time on an aggregated engine.
 func (s aggShape) service(pass passFunc, b float64) (float64, bool) {
 	b = math.Max(0, b)
-	kv, reqs := clampCount(b*s.Ctx), clampCount(b)
 	room := max(1, s.Chunk-clampCount(b))
 	tokens := clampCount(s.ISL)
 	full, tail := tokens/room, tokens%room
 	var total float64
 	if full > 0 {
-		t, ok := pass(room, reqs, kv)
+		t, ok := s.slowest(pass, room, b)
 		if !ok {
 			return 0, false
 		}
 		total += t * float64(full)
 	}
 	if tail > 0 || full == 0 {
-		t, ok := pass(max(1, tail), reqs, kv)
+		t, ok := s.slowest(pass, max(1, tail), b)
 		if !ok {
 			return 0, false
 		}
@@ -293,6 +318,11 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 		Accept: t.acceptLength(), Chunk: lim.MaxNumBatchedTokens, ITL: t.p.cfg.ITLMs / 1000,
 	}
 	s.MaxBatch = min(lim.MaxNumSeqs, clampCount(float64(lim.MaxKVTokens)/s.Ctx))
+	ctxNote := ""
+	if held, ok := t.decodeContextHeld(); ok && held != s.Ctx {
+		s.Held = held
+		ctxNote = fmt.Sprintf(", decode at the slower of the %.0f-token context and the %.0f the engines hold", s.Ctx, held)
+	}
 	batch, eligible, ok := aggCapacity(s, pass)
 	if !ok {
 		return 0, notReady, false
@@ -390,8 +420,8 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 			}
 		}
 	}
-	note := fmt.Sprintf("aggregated %d (%.2f req/s incl. backlog %.0f tokens %.0f requests; %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA with chunks interleaved (%s), %.1f ms of prefill per prompt; prompt service %.0f ms, cs² %.2f, excess wait %.0f ms·engine; %.0f requests held at the %.0f%% quantile%s)",
-		n, rate, backlogTokens, backlogReqs, perEngine, keep, b, passSource, pt.Prefill*1000, service*1000, cs2, excess*1000, held, 100*(1-aheadBurstShare), heldNote)
+	note := fmt.Sprintf("aggregated %d (%.2f req/s incl. backlog %.0f tokens %.0f requests; %.2f req/s per engine: batch %.0f of %.0f at the ITL SLA with chunks interleaved (%s%s), %.1f ms of prefill per prompt; prompt service %.0f ms, cs² %.2f, excess wait %.0f ms·engine; %.0f requests held at the %.0f%% quantile%s)",
+		n, rate, backlogTokens, backlogReqs, perEngine, keep, b, passSource, ctxNote, pt.Prefill*1000, service*1000, cs2, excess*1000, held, 100*(1-aheadBurstShare), heldNote)
 	if !eligible {
 		note += "; not even one request meets the ITL SLA with the chunks interleaved: sized at batch 1"
 	}

@@ -52,6 +52,44 @@ func TestAggShape_ChunksStretchTheITL(t *testing.T) {
 	require.InDelta(t, 3*(0.0043+10*0.12e-3)+20000*20e-6, sv, 1e-9)
 }
 
+// TestAggShape_DecodeAtTheSlowerContext: with the context the engines hold known, a pass's
+// decode (and the passes carrying a prompt) cost the slower of the two contexts', whichever
+// is shorter: an interpolated surface need not be faster at a shorter context.
+func TestAggShape_DecodeAtTheSlowerContext(t *testing.T) {
+	// 4 ms a decode pass, 8 ms when the requests hold under 2,500 tokens each; 20 µs a
+	// prompt token.
+	pass := func(p, reqs, kv int64) (float64, bool) {
+		d := 0.0
+		if reqs > 0 {
+			d = 0.004
+			if float64(kv)/float64(reqs) < 2500 {
+				d = 0.008
+			}
+		}
+		return d + 20e-6*float64(p), true
+	}
+	tests := []struct {
+		name         string
+		held, decode float64
+	}{
+		{"not known: ISL + OSL/2", 0, 0.004},
+		{"held shorter and slower there", 2000, 0.008},
+		{"held longer and no slower", 6000, 0.004},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := rrShape() // Ctx 3,150
+			s.Held = tc.held
+			p, ok := s.at(pass, 10)
+			require.True(t, ok)
+			require.InDelta(t, tc.decode, p.Decode, 1e-12)
+			sv, ok := s.service(pass, 10)
+			require.True(t, ok)
+			require.InDelta(t, tc.decode+3000*20e-6, sv, 1e-12, "the pass carrying the prompt decodes at the same context")
+		})
+	}
+}
+
 func TestAggCapacity(t *testing.T) {
 	s := rrShape()
 	b, eligible, ok := aggCapacity(s, h200Pass)
@@ -476,6 +514,50 @@ func TestAhead_AggSizesWithTheProfile(t *testing.T) {
 	require.Equal(t, "the perf model's pass times", source)
 	swung, _ = slaBatch(alone, true)
 	require.NotEqual(t, calm, swung, "the same passes move the perf model's SLA batch")
+}
+
+// TestAhead_AggDecodeAtTheContextHeld: the engines' FPMs show the mean context of the
+// decode requests they hold; where it is not ISL + OSL/2 the aggregated pool is sized at
+// the slower of the two, which the note says. On the profile's surface a batch holding
+// 2,010 tokens a request is slower than one holding 3,150 (ISL 3,000 + OSL 300/2), so the
+// SLA batch is smaller; at 3,150 held nothing changes.
+func TestAhead_AggDecodeAtTheContextHeld(t *testing.T) {
+	cfg := slaConfig(func(c *config.Config) {
+		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
+		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 1000, 25, 16
+	})
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	p, err := New(cfg, prof)
+	require.NoError(t, err)
+	batchRe := regexp.MustCompile(`batch \d+ of (\d+) at the ITL SLA with chunks interleaved \(([^)]*)\)`)
+	slaBatch := func(held int64) (int, string) {
+		t.Helper()
+		st := mustInit(t, p, 0, ProfileBootstrap(prof, config.ModeAgg))
+		in := aheadInput(5, 0, 2, 0, 2, 6)
+		if held > 0 {
+			for i := range 20 {
+				reqs := int64(20 + i)
+				in.FPM.DecodeSamples = append(in.FPM.DecodeSamples, perf.FPM{Version: perf.FPMVersion, WorkerID: "a0", WallTime: 0.01,
+					Scheduled: perf.ScheduledRequests{NumDecodeRequests: reqs, SumDecodeKVTokens: reqs * held}})
+			}
+		}
+		_, _, diag, err := p.Decide(st, in)
+		require.NoError(t, err)
+		m := batchRe.FindStringSubmatch(strings.Join(diag.Notes, "\n"))
+		require.Len(t, m, 3, "the aggregated sizing's note: %v", diag.Notes)
+		b, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return b, m[2]
+	}
+	alone, source := slaBatch(0)
+	require.Equal(t, "the profile's pass times", source)
+	same, source := slaBatch(3150)
+	require.Equal(t, alone, same)
+	require.Equal(t, "the profile's pass times", source, "the context held is ISL + OSL/2: nothing to compare")
+	shorter, source := slaBatch(2010)
+	require.Less(t, shorter, alone, "the profile's surface is slower at 2,010 tokens a request than at 3,150")
+	require.Equal(t, "the profile's pass times, decode at the slower of the 3150-token context and the 2010 the engines hold", source)
 }
 
 // TestAhead_AggEdgeWhileEnginesStart: an aggregated pool learns its decode edge (the rate per
