@@ -26,13 +26,14 @@ type aggShape struct {
 	ISL, OSL, Ctx float64
 	// Held is the mean context of the decode requests the engines hold (their FPMs), when
 	// known and not Ctx (0: not known). A pass's decode is costed at the slower of the two
-	// contexts (slowest).
+	// contexts (slowest), and MaxBatch is the KV capacity over the longer.
 	Held float64
 	// Accept is the tokens a decode pass emits per request (speculative decoding, ≥ 1).
 	Accept float64
 	// Chunk is max_num_batched_tokens: the token budget of one pass, decode tokens included.
 	Chunk int64
-	// MaxBatch bounds the running requests (max_num_seqs and the KV capacity over Ctx).
+	// MaxBatch bounds the running requests (max_num_seqs and the KV capacity over the longer of
+	// Ctx and Held).
 	MaxBatch int64
 	// ITL is the ITL SLA in seconds.
 	ITL float64
@@ -116,6 +117,17 @@ func (s aggShape) slowest(pass passFunc, tokens int64, b float64) (float64, bool
 	return t, true
 }
 
+// contextNote says which context a decode pass at batch b is costed at (Held known).
+func (s aggShape) contextNote(pass passFunc, b float64) string {
+	reqs := clampCount(b)
+	at, okC := pass(0, reqs, clampCount(b*s.Ctx))
+	held, okH := pass(0, reqs, clampCount(b*s.Held))
+	if okC && okH && held > at {
+		return fmt.Sprintf(", decode at the %.0f-token context the engines hold, slower than ISL + OSL/2's %.0f", s.Held, s.Ctx)
+	}
+	return fmt.Sprintf(", decode at ISL + OSL/2's %.0f-token context, no faster than the %.0f the engines hold", s.Ctx, s.Held)
+}
+
 // chunks is the number of passes a mean prompt's prefill takes beside a decode batch b.
 func (s aggShape) chunks(b float64) float64 {
 	room := math.Max(1, float64(s.Chunk)-math.Ceil(b))
@@ -164,8 +176,8 @@ const aggScanBatches = 4096
 // SLA. eligible is false when not even one request meets it (the batch is then 1). ok is
 // false when the pass model fails or the shape is absurd (no tokens, no budget).
 func aggCapacity(s aggShape, pass passFunc) (batch int64, eligible, ok bool) {
-	if !(s.ISL > 0) || !(s.OSL > 0) || !(s.Ctx > 0) || !(s.Accept >= 1) || !(s.ITL > 0) || s.Chunk < 2 || s.MaxBatch < 1 ||
-		!finite(s.ISL) || !finite(s.OSL) || !finite(s.Ctx) || !finite(s.Accept) || !finite(s.ITL) {
+	if !(s.ISL > 0) || !(s.OSL > 0) || !(s.Ctx > 0) || !(s.Held >= 0) || !(s.Accept >= 1) || !(s.ITL > 0) || s.Chunk < 2 || s.MaxBatch < 1 ||
+		!finite(s.ISL) || !finite(s.OSL) || !finite(s.Ctx) || !finite(s.Held) || !finite(s.Accept) || !finite(s.ITL) {
 		return 0, false, false
 	}
 	meets := func(b int64) (bool, bool) {
@@ -317,18 +329,21 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 		ISL: math.Max(1, isl*(1-perf.ClampKVHitRate(t.kvHitRate()))), OSL: osl, Ctx: isl + osl/2,
 		Accept: t.acceptLength(), Chunk: lim.MaxNumBatchedTokens, ITL: t.p.cfg.ITLMs / 1000,
 	}
-	s.MaxBatch = min(lim.MaxNumSeqs, clampCount(float64(lim.MaxKVTokens)/s.Ctx))
-	ctxNote := ""
-	if held, ok := t.decodeContextHeld(); ok && held != s.Ctx {
+	if held, ok := t.decodeContextHeld(); ok && held > 0 && math.Abs(held-s.Ctx) >= 1 {
 		s.Held = held
-		ctxNote = fmt.Sprintf(", decode at the slower of the %.0f-token context and the %.0f the engines hold", s.Ctx, held)
 	}
+	s.MaxBatch = min(lim.MaxNumSeqs, clampCount(float64(lim.MaxKVTokens)/math.Max(s.Ctx, s.Held)))
 	batch, eligible, ok := aggCapacity(s, pass)
 	if !ok {
 		return 0, notReady, false
 	}
+	ctxNote := ""
+	if s.Held > 0 {
+		ctxNote = s.contextNote(pass, float64(batch))
+	}
 	// The perf model's regression can swing: the smallest SLA batch of the last lead time (with
-	// the profile's pass times it moves only with the lengths and the SLA).
+	// the profile's pass times it moves only with the lengths, the context the engines hold and
+	// the SLA).
 	b := slices.Min(t.window(&t.st.Ahead.DecodeBatch, float64(batch), lead))
 	// Keep the Poisson spread of the batch under each engine's SLA batch (the disaggregated
 	// decode pool keeps its pool's instead, pooledBatch: an aggregated pool, short of the

@@ -53,8 +53,9 @@ func TestAggShape_ChunksStretchTheITL(t *testing.T) {
 }
 
 // TestAggShape_DecodeAtTheSlowerContext: with the context the engines hold known, a pass's
-// decode (and the passes carrying a prompt) cost the slower of the two contexts', whichever
-// is shorter: an interpolated surface need not be faster at a shorter context.
+// decode (and the passes carrying a prompt) cost the slower of the two contexts' passes,
+// whichever context is the shorter: an interpolated surface need not be faster at a shorter
+// context. A pass that cannot be timed at the held context fails the shape's point.
 func TestAggShape_DecodeAtTheSlowerContext(t *testing.T) {
 	// 4 ms a decode pass, 8 ms when the requests hold under 2,500 tokens each; 20 µs a
 	// prompt token.
@@ -88,6 +89,27 @@ func TestAggShape_DecodeAtTheSlowerContext(t *testing.T) {
 			require.InDelta(t, tc.decode+3000*20e-6, sv, 1e-12, "the pass carrying the prompt decodes at the same context")
 		})
 	}
+	failsHeld := func(p, reqs, kv int64) (float64, bool) {
+		if reqs > 0 && float64(kv)/float64(reqs) < 2500 {
+			return 0, false
+		}
+		return pass(p, reqs, kv)
+	}
+	s := rrShape()
+	s.Held = 2000
+	_, ok := s.at(failsHeld, 10)
+	require.False(t, ok, "not timed at the held context: no point")
+	_, ok = s.service(failsHeld, 10)
+	require.False(t, ok)
+	s.Held = 0
+	_, ok = s.at(failsHeld, 10)
+	require.True(t, ok, "the held context not known: ISL + OSL/2 alone")
+
+	// The note names the context the decode is costed at.
+	s.Held = 2000
+	require.Equal(t, ", decode at the 2000-token context the engines hold, slower than ISL + OSL/2's 3150", s.contextNote(pass, 10))
+	s.Held = 6000
+	require.Equal(t, ", decode at ISL + OSL/2's 3150-token context, no faster than the 6000 the engines hold", s.contextNote(pass, 10))
 }
 
 func TestAggCapacity(t *testing.T) {
@@ -557,7 +579,10 @@ func TestAhead_AggDecodeAtTheContextHeld(t *testing.T) {
 	require.Equal(t, "the profile's pass times", source, "the context held is ISL + OSL/2: nothing to compare")
 	shorter, source := slaBatch(2010)
 	require.Less(t, shorter, alone, "the profile's surface is slower at 2,010 tokens a request than at 3,150")
-	require.Equal(t, "the profile's pass times, decode at the slower of the 3150-token context and the 2010 the engines hold", source)
+	require.Equal(t, "the profile's pass times, decode at the 2010-token context the engines hold, slower than ISL + OSL/2's 3150", source)
+	longer, source := slaBatch(6000)
+	require.Equal(t, "the profile's pass times, decode at the 6000-token context the engines hold, slower than ISL + OSL/2's 3150", source)
+	require.LessOrEqual(t, longer, alone)
 }
 
 // TestAhead_AggEdgeWhileEnginesStart: an aggregated pool learns its decode edge (the rate per
