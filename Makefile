@@ -91,7 +91,7 @@ CLIENTS_CASES := 10
 AGG_CASES := 10
 
 .PHONY: bench-sim
-bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 37 minutes on 2 cores (36m25s on 2026-11-29; 4 for the scenarios).
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 37 minutes on 2 cores (36m25s on 2026-11-29, 57m with other simulations running beside it; 4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
 	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md; mkdir -p $(BENCH_OUT)
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
