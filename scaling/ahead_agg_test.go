@@ -484,18 +484,36 @@ func TestNew_AggProfilePassForAheadOnly(t *testing.T) {
 	}
 }
 
+// aggProfileSetup is an aggregated ahead planner's configuration at the TTFT and ITL SLAs
+// given (ms; 16 GPUs) and the test profile.
+func aggProfileSetup(t *testing.T, ttftMs, itlMs float64) (config.Config, *perf.Profile) {
+	t.Helper()
+	cfg := slaConfig(func(c *config.Config) {
+		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
+		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = ttftMs, itlMs, 16
+	})
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	return cfg, prof
+}
+
+// aggNoteBatch is the SLA batch and the pass times' source (with what follows it in the
+// parentheses) that the aggregated sizing's note gives.
+func aggNoteBatch(t *testing.T, notes []string) (int, string) {
+	t.Helper()
+	m := regexp.MustCompile(`batch \d+ of (\d+) at the ITL SLA with chunks interleaved \(([^)]*)\)`).FindStringSubmatch(strings.Join(notes, "\n"))
+	require.Len(t, m, 3, "the aggregated sizing's note: %v", notes)
+	b, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	return b, m[2]
+}
+
 // TestAhead_AggSizesWithTheProfile: with a profile, the aggregated sizing's pass times are
 // the profile's, so a loaded engine's passes, which the perf model's regression refits to,
 // leave its SLA batch where it was; without one the perf model sizes the pool, and the same
 // passes move it (from 11 requests on the profile's points alone to 28 here).
 func TestAhead_AggSizesWithTheProfile(t *testing.T) {
-	cfg := slaConfig(func(c *config.Config) {
-		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
-		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 200, 10, 16
-	})
-	prof, err := perf.LoadProfile("../sim/engine/testdata")
-	require.NoError(t, err)
-	batchRe := regexp.MustCompile(`batch \d+ of (\d+) at the ITL SLA with chunks interleaved \(([^)]*)\)`)
+	cfg, prof := aggProfileSetup(t, 200, 10)
 	pi, err := perf.NewPrefillInterpolator(prof.Prefill)
 	require.NoError(t, err)
 	di, err := perf.NewDecodeInterpolator(prof.Decode)
@@ -518,11 +536,7 @@ func TestAhead_AggSizesWithTheProfile(t *testing.T) {
 		}
 		_, _, diag, err := p.Decide(st, in)
 		require.NoError(t, err)
-		m := batchRe.FindStringSubmatch(strings.Join(diag.Notes, "\n"))
-		require.Len(t, m, 3, "the aggregated sizing's note: %v", diag.Notes)
-		b, err := strconv.Atoi(m[1])
-		require.NoError(t, err)
-		return b, m[2]
+		return aggNoteBatch(t, diag.Notes)
 	}
 	withProfile, err := New(cfg, prof)
 	require.NoError(t, err)
@@ -544,15 +558,9 @@ func TestAhead_AggSizesWithTheProfile(t *testing.T) {
 // 2,010 tokens a request is slower than one holding 3,150 (ISL 3,000 + OSL 300/2), so the
 // SLA batch is smaller; at 3,150 held nothing changes.
 func TestAhead_AggDecodeAtTheContextHeld(t *testing.T) {
-	cfg := slaConfig(func(c *config.Config) {
-		c.Mode, c.ScalingPolicy = config.ModeAgg, config.PolicyAhead
-		c.TTFTMs, c.ITLMs, c.MaxGPUBudget = 1000, 25, 16
-	})
-	prof, err := perf.LoadProfile("../sim/engine/testdata")
-	require.NoError(t, err)
+	cfg, prof := aggProfileSetup(t, 1000, 25)
 	p, err := New(cfg, prof)
 	require.NoError(t, err)
-	batchRe := regexp.MustCompile(`batch \d+ of (\d+) at the ITL SLA with chunks interleaved \(([^)]*)\)`)
 	slaBatch := func(held int64) (int, string) {
 		t.Helper()
 		st := mustInit(t, p, 0, ProfileBootstrap(prof, config.ModeAgg))
@@ -566,11 +574,7 @@ func TestAhead_AggDecodeAtTheContextHeld(t *testing.T) {
 		}
 		_, _, diag, err := p.Decide(st, in)
 		require.NoError(t, err)
-		m := batchRe.FindStringSubmatch(strings.Join(diag.Notes, "\n"))
-		require.Len(t, m, 3, "the aggregated sizing's note: %v", diag.Notes)
-		b, err := strconv.Atoi(m[1])
-		require.NoError(t, err)
-		return b, m[2]
+		return aggNoteBatch(t, diag.Notes)
 	}
 	alone, source := slaBatch(0)
 	require.Equal(t, "the profile's pass times", source)
