@@ -433,10 +433,6 @@ type Forecast struct {
 	// (troughRise), which replaced the line's, TroughLine (both 0: none found, the line's was
 	// not lower, or a followed period gave the forecast).
 	Trough, TroughLine float64
-	// Speeding is the rise over the horizon of a rise found speeding up (speedingRise: at its
-	// newest slope), which replaced the line's, SpeedingLine (both 0: none found, the line's
-	// was not lower, or a step or a followed period gave the forecast).
-	Speeding, SpeedingLine float64
 	// WavePeak is a wave's earlier peak that held the forecast (holdToWavePeak), and PeakCut
 	// what that took off it, its misses first (both 0: none held it).
 	WavePeak, PeakCut float64
@@ -533,10 +529,8 @@ func (f Forecast) margins() (waitMissShare, decodeSpreadZ float64) {
 	return aheadWaitMissShare, aheadDecodeSpreadZ
 }
 
-// forecast predicts the request rate over the next lead seconds from the history. speeding
-// forecasts a rise speeding up at its newest slope (speedingRise; an aggregated deployment's)
-// rather than along the line through the window.
-func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, bool) {
+// forecast predicts the request rate over the next lead seconds from the history.
+func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	var f Forecast
 	n, isl, osl, cov := a.recent(a.levelWindow(interval))
 	if cov <= 0 {
@@ -592,8 +586,6 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 	if curved {
 		if up, ok := cv.troughRise(interval, horizon, a.highestRate()-f.Level); ok && up > rise {
 			f.Trough, f.TroughLine, rise = up, rise, up
-		} else if up, ok := cv.speedingRise(interval, horizon); speeding && ok && up > rise {
-			f.Speeding, f.SpeedingLine, rise = up, rise, up
 		}
 	}
 	// A step up is not a trend: extrapolated, the line through it would add the step again
@@ -604,7 +596,7 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 	// reads as a rise from a trough: the step wins.
 	if rise > 0 && !f.bursty() {
 		if post, ok := a.stepUp(window, interval); ok {
-			f.Step, f.Slope, f.Trough, f.TroughLine, f.Speeding, f.SpeedingLine = post, 0, 0, 0, 0, 0
+			f.Step, f.Slope, f.Trough, f.TroughLine = post, 0, 0, 0
 			rise = math.Max(0, post-f.Level)
 		}
 	}
@@ -677,7 +669,7 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 			if f.Trusted {
 				// A clear period: it knows the turns a trend overshoots, and its own misses
 				// are the spread to allow for.
-				f.Spread, f.Step, f.Bend, f.LineRise, f.Trough, f.TroughLine, f.Speeding, f.SpeedingLine = spread, 0, 0, 0, 0, 0, 0, 0
+				f.Spread, f.Step, f.Bend, f.LineRise, f.Trough, f.TroughLine = spread, 0, 0, 0, 0, 0
 				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + f.margin()
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
@@ -1222,7 +1214,7 @@ func (t *tick) ahead() Decision {
 	d.ObservedNumReq = ptr(*tr.NumReq)
 
 	lead := t.aheadLead()
-	f, ok := a.forecast(lead, t.p.loadI, t.p.cfg.Mode == config.ModeAgg)
+	f, ok := a.forecast(lead, t.p.loadI)
 	if !ok {
 		return hold(ReasonNoTrafficData, "no traffic history yet: holding")
 	}
@@ -1253,9 +1245,6 @@ func (t *tick) ahead() Decision {
 	}
 	if f.Trough > 0 {
 		why[0] += fmt.Sprintf(", a rise from a trough: +%.2f along its own line, not the line's +%.2f", f.Trough, f.TroughLine)
-	}
-	if f.Speeding > 0 {
-		why[0] += fmt.Sprintf(", a rise speeding up: +%.2f at its newest slope, not the line's +%.2f", f.Speeding, f.SpeedingLine)
 	}
 	if f.PeakCut > 0 {
 		why[0] += fmt.Sprintf(", held at %.2f by a wave's earlier peak of %.2f (−%.2f)", f.Rate, f.WavePeak, f.PeakCut)
@@ -2295,32 +2284,6 @@ func (c windowCurve) troughRise(interval, horizon, headroom float64) (rise float
 		return 0, false
 	}
 	return math.Max(0, math.Min(tf.slope*horizon/interval, headroom)), true
-}
-
-// speedingRise reports whether the window's curve (a parabola that fits its interval rates
-// better than the line, curve) is a rise speeding up: a positive curvature whose lowest point
-// is at or before the window's start, rising at the newest interval. rise is then that slope —
-// the tangent's, not the parabola's, whose speeding up is not extrapolated — over the horizon.
-// Read for aggregated deployments only (forecast's speeding; docs/policy.md, "A rise speeding
-// up").
-// The line through the window has the mean of the window's slopes, which lags a convex rise:
-// the first rise of a 5–45 req/s sinusoid (period 600 s, from its trough at 0 s) was forecast
-// at 11.2 req/s at 55 s, by a slope of 0.068 req/s per s where the rate rose by 0.11 then, and
-// the rate 65 s on was 19 req/s.
-func (c windowCurve) speedingRise(interval, horizon float64) (rise float64, ok bool) {
-	p := c.p
-	if !(p.c2 > 0) {
-		return 0, false
-	}
-	mid := float64(len(c.ys)-1) / 2
-	if v := p.vertex(); v > -mid {
-		return 0, false // the lowest point is inside the window or past it: a trough (troughRise) or a fall slowing down
-	}
-	slope := p.slope(mid)
-	if !(slope > 0) {
-		return 0, false
-	}
-	return slope * horizon / interval, true
 }
 
 // parabola is c0 + c1·x + c2·x² through a window's interval rates, x in intervals from the

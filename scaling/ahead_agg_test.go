@@ -654,23 +654,3 @@ func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
 		})
 	}
 }
-
-// TestAhead_AggForecastsARiseSpeedingUp: on a sinusoid's first rise from its trough, an
-// aggregated deployment forecasts at the rise's newest slope and says so; a disaggregated
-// one, given the same traffic, follows the line through the window.
-func TestAhead_AggForecastsARiseSpeedingUp(t *testing.T) {
-	rate := func(now float64) float64 { return 25 - 20*math.Cos(2*math.Pi*(now-2.5)/600) }
-	run := func(p *Planner, st State, readyP int) string {
-		var notes string
-		for now := 5.0; now <= 90; now += 5 {
-			_, diag := decideAndSubmit(t, p, &st, aheadInput(now, readyP, 8, readyP, 8, rate(now)))
-			notes = strings.Join(diag.Notes, "\n")
-		}
-		return notes
-	}
-	agg, aggSt := aggAheadPlanner(t)
-	notes := run(agg, aggSt, 0)
-	require.Regexp(t, `a rise speeding up: \+[0-9.]+ at its newest slope, not the line's \+[0-9.]+`, notes)
-	disagg, disaggSt := aheadPlanner(t)
-	require.NotContains(t, run(disagg, disaggSt, 4), "a rise speeding up")
-}
