@@ -239,7 +239,9 @@ func num(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
-// describeTick says what a tick decided and why, in a few words.
+// describeTick says what a tick decided and why, in a few words: the load loop's reasons and
+// the throughput loop's, but not "disabled" — a loop that does not run (the ahead policy's
+// throughput loop, every tick) says nothing about this one.
 func describeTick(tk *workflows.TickRecord) string {
 	d := tk.Diagnostics
 	var parts []string
@@ -251,7 +253,7 @@ func describeTick(tk *workflows.TickRecord) string {
 	if d != nil {
 		var reasons []string
 		for _, r := range []scaling.Reason{d.LoadReasonPrefill, d.LoadReasonDecode, d.LoadReason, d.ThroughputReason} {
-			if r != "" && !slices.Contains(reasons, string(r)) {
+			if r != "" && r != scaling.ReasonDisabled && !slices.Contains(reasons, string(r)) {
 				reasons = append(reasons, string(r))
 			}
 		}

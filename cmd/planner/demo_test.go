@@ -18,6 +18,8 @@ import (
 	"github.com/llmplanner/planner/connectors"
 	"github.com/llmplanner/planner/connectors/local"
 	"github.com/llmplanner/planner/internal/temporaltest"
+	"github.com/llmplanner/planner/scaling"
+	"github.com/llmplanner/planner/workflows"
 )
 
 // writeStepTrace writes a Mooncake-format trace: low, then a step of high load, then low
@@ -232,6 +234,31 @@ func TestPoolCountsString(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, tc.c.String())
 		require.Equal(t, tc.total, tc.c.Total(), "pending engines hold no GPU")
+	}
+}
+
+// TestDescribeTick: the tick line's decision column names the loops' reasons once each, and
+// leaves out a loop that does not run.
+func TestDescribeTick(t *testing.T) {
+	four := 4
+	for _, tc := range []struct {
+		name string
+		tk   workflows.TickRecord
+		want string
+	}{
+		{"a hold without diagnostics", workflows.TickRecord{}, "hold"},
+		{"Dynamo's loops", workflows.TickRecord{Applied: connectors.Targets{Prefill: &four},
+			Diagnostics: &scaling.Diagnostics{LoadReasonPrefill: scaling.ReasonScaleUp, LoadReasonDecode: scaling.ReasonNoChange, ThroughputReason: scaling.ReasonNoChange}},
+			"→ prefill=4 (scale_up, no_change)"},
+		{"the ahead policy: its throughput loop disabled", workflows.TickRecord{Applied: connectors.Targets{Decode: &four},
+			Diagnostics: &scaling.Diagnostics{LoadReason: scaling.ReasonScaleUp, ThroughputReason: scaling.ReasonDisabled}},
+			"→ decode=4 (scale_up)"},
+		{"every loop disabled", workflows.TickRecord{Diagnostics: &scaling.Diagnostics{LoadReason: scaling.ReasonDisabled, ThroughputReason: scaling.ReasonDisabled}},
+			"hold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, describeTick(&tc.tk))
+		})
 	}
 }
 
