@@ -240,8 +240,8 @@ func num(v float64) string {
 }
 
 // describeTick says what a tick decided and why, in a few words: the load loop's reasons and
-// the throughput loop's, but not "disabled" — a loop that does not run (the ahead policy's
-// throughput loop, every tick) says nothing about this one.
+// the throughput loop's, each once, but not "disabled" — a loop that does not run (the ahead
+// policy's throughput loop, or a loop the config turns off) says nothing about this tick.
 func describeTick(tk *workflows.TickRecord) string {
 	d := tk.Diagnostics
 	var parts []string

@@ -247,13 +247,20 @@ func TestDescribeTick(t *testing.T) {
 		want string
 	}{
 		{"a hold without diagnostics", workflows.TickRecord{}, "hold"},
-		{"Dynamo's loops", workflows.TickRecord{Applied: connectors.Targets{Prefill: &four},
-			Diagnostics: &scaling.Diagnostics{LoadReasonPrefill: scaling.ReasonScaleUp, LoadReasonDecode: scaling.ReasonNoChange, ThroughputReason: scaling.ReasonNoChange}},
+		{"Dynamo's loops",
+			workflows.TickRecord{Applied: connectors.Targets{Prefill: &four}, Diagnostics: &scaling.Diagnostics{
+				LoadReasonPrefill: scaling.ReasonScaleUp, LoadReasonDecode: scaling.ReasonNoChange, ThroughputReason: scaling.ReasonNoChange}},
 			"→ prefill=4 (scale_up, no_change)"},
-		{"the ahead policy: its throughput loop disabled", workflows.TickRecord{Applied: connectors.Targets{Decode: &four},
-			Diagnostics: &scaling.Diagnostics{LoadReason: scaling.ReasonScaleUp, ThroughputReason: scaling.ReasonDisabled}},
+		{"the ahead policy: its throughput loop disabled",
+			workflows.TickRecord{Applied: connectors.Targets{Decode: &four}, Diagnostics: &scaling.Diagnostics{
+				LoadReason: scaling.ReasonScaleUp, ThroughputReason: scaling.ReasonDisabled}},
 			"→ decode=4 (scale_up)"},
-		{"every loop disabled", workflows.TickRecord{Diagnostics: &scaling.Diagnostics{LoadReason: scaling.ReasonDisabled, ThroughputReason: scaling.ReasonDisabled}},
+		{"the ahead policy's hold: one reason for every pool, once",
+			workflows.TickRecord{Diagnostics: &scaling.Diagnostics{LoadReason: scaling.ReasonNoTrafficData,
+				LoadReasonPrefill: scaling.ReasonNoTrafficData, LoadReasonDecode: scaling.ReasonNoTrafficData, ThroughputReason: scaling.ReasonDisabled}},
+			"hold (no_traffic_data)"},
+		{"every loop disabled",
+			workflows.TickRecord{Diagnostics: &scaling.Diagnostics{LoadReason: scaling.ReasonDisabled, ThroughputReason: scaling.ReasonDisabled}},
 			"hold"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
