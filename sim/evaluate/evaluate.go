@@ -94,6 +94,11 @@ type Row struct {
 	// Good counts the scored requests within both SLAs; Goodput is their share.
 	Good    int     `json:"good"`
 	Goodput float64 `json:"goodput"`
+	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
+	// the SLA they miss: the TTFT only, the ITL only, or both (replay.Scores).
+	MissedTTFT int `json:"missed_ttft"`
+	MissedITL  int `json:"missed_itl"`
+	MissedBoth int `json:"missed_both"`
 	// ScoredSeconds is the span the GPU-hours cover: from the scoring start to the replay's
 	// end (its last completion).
 	ScoredSeconds float64            `json:"scored_s"`
@@ -573,7 +578,7 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 	pre += math.Max(0, res.PrefillGPUSeconds-allP)
 	dec += math.Max(0, res.DecodeGPUSeconds-allD)
 	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: sc.Requests, Finished: sc.Finished,
-		Good: sc.Good, Goodput: sc.Goodput, ScoredSeconds: math.Max(0, res.Duration-from), TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
+		Good: sc.Good, Goodput: sc.Goodput, MissedTTFT: sc.MissedTTFT, MissedITL: sc.MissedITL, MissedBoth: sc.MissedBoth, ScoredSeconds: math.Max(0, res.Duration-from), TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
 		PrefillGPUHours: pre / 3600, DecodeGPUHours: dec / 3600,
 		ScaleActions: res.ScaleActions, Reversals: res.Reversals, Replicas: res.Replicas}
 	if sc.Good > 0 {

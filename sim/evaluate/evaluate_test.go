@@ -386,6 +386,10 @@ published:
 	require.NoError(t, err)
 	require.Equal(t, "static 1P 1D", rep2.Rows[2].Name)
 	require.Less(t, one.Good, len(plan.Requests), "1P 1D misses at the profile's speed")
+	for _, r := range rep.Rows {
+		require.Equal(t, r.Finished, r.Good+r.MissedTTFT+r.MissedITL+r.MissedBoth, "%s: every finished request good or missed once", r.Name)
+	}
+	require.Positive(t, one.MissedTTFT+one.MissedITL+one.MissedBoth, "1P 1D's misses are split by the SLA they miss")
 	require.Greater(t, rep2.Rows[2].Good, one.Good, "static 1P 1D at 3× the profile's speed")
 }
 

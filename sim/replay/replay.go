@@ -990,6 +990,10 @@ type Scores struct {
 	// both SLAs; Goodput is Good / Requests (unfinished requests are not good).
 	Requests, Finished, Good int
 	Goodput                  float64
+	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
+	// the SLA they miss: the TTFT only, the ITL only, or both (Requests − Finished are the
+	// unfinished rest).
+	MissedTTFT, MissedITL, MissedBoth int
 	// TTFT and ITL are the finished requests' latency percentiles (ITL: OSL > 1 only).
 	TTFT, ITL Percentiles
 }
@@ -1012,7 +1016,15 @@ func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
 		if r.OSL > 1 {
 			itl = append(itl, r.ITLMs)
 		}
-		if r.TTFTMs <= ttftMs && (r.OSL <= 1 || r.ITLMs <= itlMs) {
+		lateFirst, slowTokens := r.TTFTMs > ttftMs, r.OSL > 1 && r.ITLMs > itlMs
+		switch {
+		case lateFirst && slowTokens:
+			sc.MissedBoth++
+		case lateFirst:
+			sc.MissedTTFT++
+		case slowTokens:
+			sc.MissedITL++
+		default:
 			sc.Good++
 		}
 	}

@@ -337,7 +337,13 @@ func TestScore(t *testing.T) {
 	require.Equal(t, 5, sc.Requests)
 	require.Equal(t, 4, sc.Finished)
 	require.Equal(t, 2, sc.Good)
+	require.Equal(t, 1, sc.MissedTTFT)
+	require.Equal(t, 1, sc.MissedITL)
+	require.Zero(t, sc.MissedBoth)
 	require.InDelta(t, 0.4, sc.Goodput, 1e-12)
+	both := Score(append(recs, Record{Arrival: 10, OSL: 10, Finished: true, TTFTMs: 300, ITLMs: 50}), 200, 10, 5)
+	require.Equal(t, 1, both.MissedBoth, "over both SLAs")
+	require.Equal(t, both.Finished, both.Good+both.MissedTTFT+both.MissedITL+both.MissedBoth, "every finished request counted once")
 	require.Equal(t, 100.0, sc.TTFT.P50)
 	require.Zero(t, Score(recs, 200, 10, 100).Goodput, "nothing to score")
 }
