@@ -1016,7 +1016,9 @@ func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
 		if r.OSL > 1 {
 			itl = append(itl, r.ITLMs)
 		}
-		lateFirst, slowTokens := r.TTFTMs > ttftMs, r.OSL > 1 && r.ITLMs > itlMs
+		// Negated as the SLAs read (within them: ≤), so that a latency that is not a number
+		// is never good.
+		lateFirst, slowTokens := !(r.TTFTMs <= ttftMs), r.OSL > 1 && !(r.ITLMs <= itlMs)
 		switch {
 		case lateFirst && slowTokens:
 			sc.MissedBoth++

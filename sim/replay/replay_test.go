@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -344,6 +345,9 @@ func TestScore(t *testing.T) {
 	both := Score(append(recs, Record{Arrival: 10, OSL: 10, Finished: true, TTFTMs: 300, ITLMs: 50}), 200, 10, 5)
 	require.Equal(t, 1, both.MissedBoth, "over both SLAs")
 	require.Equal(t, both.Finished, both.Good+both.MissedTTFT+both.MissedITL+both.MissedBoth, "every finished request counted once")
+	nan := Score([]Record{{Arrival: 5, OSL: 10, Finished: true, TTFTMs: math.NaN(), ITLMs: 5}}, 200, 10, 0)
+	require.Zero(t, nan.Good, "a latency that is not a number is not good")
+	require.Equal(t, 1, nan.MissedTTFT)
 	require.Equal(t, 100.0, sc.TTFT.P50)
 	require.Zero(t, Score(recs, 200, 10, 100).Goodput, "nothing to score")
 }
