@@ -102,27 +102,33 @@ func (s aggShape) at(pass passFunc, b float64) (aggPoint, bool) {
 // 16.5 ms where that context modelled 10.5 ms (17.0 ms at the context held; docs/policy.md,
 // "The context an aggregated engine holds").
 func (s aggShape) slowest(pass passFunc, tokens int64, b float64) (float64, bool) {
+	t, _, ok := s.slowestAt(pass, tokens, b)
+	return t, ok
+}
+
+// slowestAt is slowest, and whether the pass at the held context is the slower.
+func (s aggShape) slowestAt(pass passFunc, tokens int64, b float64) (t float64, atHeld, ok bool) {
 	reqs := clampCount(b)
-	t, ok := pass(tokens, reqs, clampCount(b*s.Ctx))
+	t, ok = pass(tokens, reqs, clampCount(b*s.Ctx))
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
 	if s.Held > 0 && reqs > 0 {
 		h, ok := pass(tokens, reqs, clampCount(b*s.Held))
 		if !ok {
-			return 0, false
+			return 0, false, false
 		}
-		t = math.Max(t, h)
+		if h > t {
+			return h, true, true
+		}
+		return math.Max(t, h), false, true // a NaN fails the callers' checks, as before
 	}
-	return t, true
+	return t, false, true
 }
 
 // contextNote says which context a decode pass at batch b is costed at (Held known).
 func (s aggShape) contextNote(pass passFunc, b float64) string {
-	reqs := clampCount(b)
-	at, okC := pass(0, reqs, clampCount(b*s.Ctx))
-	held, okH := pass(0, reqs, clampCount(b*s.Held))
-	if okC && okH && held > at {
+	if _, atHeld, ok := s.slowestAt(pass, 0, b); ok && atHeld {
 		return fmt.Sprintf(", decode at the %.0f-token context the engines hold, slower than ISL + OSL/2's %.0f", s.Held, s.Ctx)
 	}
 	return fmt.Sprintf(", decode at ISL + OSL/2's %.0f-token context, no faster than the %.0f the engines hold", s.Ctx, s.Held)
