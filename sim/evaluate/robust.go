@@ -82,7 +82,8 @@ const MaxRobustTraces = 64
 const MaxRobustCaseRequests = 1_000_000
 
 // RobustPlan is a seeded robustness benchmark: Cases random scenarios (a source, a 10–30
-// minute window, a rate scale of the traces and ServeGen's rates — 1–8× unless ScaleMin and
+// minute window — a trace's whole span, replayed in less, when the window at the scale is
+// longer — a rate scale of the traces and ServeGen's rates — 1–8× unless ScaleMin and
 // ScaleMax say otherwise; the sinusoids and shapes draw their own rates) on which the
 // policies, the best static deployment and (optionally) the oracle are scored with the same
 // parameters everywhere.
