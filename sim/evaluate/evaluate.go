@@ -141,6 +141,11 @@ type Interval struct {
 	Requests int     `json:"requests"`
 	// Goodput is the bucket's share of good requests (1 without requests).
 	Goodput float64 `json:"goodput"`
+	// MissedTTFT, MissedITL and MissedBoth split the bucket's finished requests that are not
+	// good by the SLA they miss, as a row's do (replay.Scores).
+	MissedTTFT int `json:"missed_ttft"`
+	MissedITL  int `json:"missed_itl"`
+	MissedBoth int `json:"missed_both"`
 	// TTFTMs and ITLMs are the bucket's finished requests' means.
 	TTFTMs float64 `json:"ttft_ms"`
 	ITLMs  float64 `json:"itl_ms"`
@@ -643,7 +648,14 @@ func timeline(res replay.Result, sla SLA, step float64) []Interval {
 			out[b].ITLMs += r.ITLMs
 			itlN[b]++
 		}
-		if r.TTFTMs <= sla.TTFTMs && (r.OSL <= 1 || r.ITLMs <= sla.ITLMs) {
+		switch r.Outcome(sla.TTFTMs, sla.ITLMs) {
+		case replay.MissedTTFT:
+			out[b].MissedTTFT++
+		case replay.MissedITL:
+			out[b].MissedITL++
+		case replay.MissedBoth:
+			out[b].MissedBoth++
+		default:
 			good[b]++
 		}
 	}

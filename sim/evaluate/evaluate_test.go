@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -628,4 +629,32 @@ func TestJobs_SLOOracle(t *testing.T) {
 	require.Equal(t, []string{"oracle"}, names(plan), "no second oracle at the goodput target")
 	plan.Oracle = false
 	require.Empty(t, names(plan))
+}
+
+// TestTimeline: each bucket of arrival time counts its requests, splits its finished ones
+// that are not good by the SLA they miss (as a row does), and its goodput is its good ones
+// over all its requests (unfinished ones included).
+func TestTimeline(t *testing.T) {
+	recs := []replay.Record{
+		{Arrival: 1, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: 5},  // good
+		{Arrival: 2, OSL: 10, Finished: true, TTFTMs: 300, ITLMs: 5},  // TTFT only
+		{Arrival: 3, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: 50}, // ITL only
+		{Arrival: 4, OSL: 10, Finished: true, TTFTMs: 300, ITLMs: 50}, // both
+		{Arrival: 5, OSL: 10},                                                   // unfinished
+		{Arrival: 61, OSL: 1, Finished: true, TTFTMs: 100},                      // one token: good
+		{Arrival: 62, OSL: 10, Finished: true, TTFTMs: math.NaN(), ITLMs: 5},    // not a number: TTFT
+		{Arrival: 125, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: math.NaN()}, // not a number: ITL
+	}
+	got := timeline(replay.Result{Requests: recs}, SLA{TTFTMs: 200, ITLMs: 10}, 60)
+	require.Len(t, got, 3)
+	type split struct{ requests, ttft, itl, both int }
+	want := []split{{5, 1, 1, 1}, {2, 1, 0, 0}, {1, 0, 1, 0}}
+	for i, w := range want {
+		iv := got[i]
+		require.Equal(t, float64(60*i), iv.At)
+		require.Equal(t, w, split{iv.Requests, iv.MissedTTFT, iv.MissedITL, iv.MissedBoth}, "bucket %d", i)
+	}
+	require.InDelta(t, 1.0/5, got[0].Goodput, 1e-12, "one good of five, the unfinished one counted")
+	require.InDelta(t, 0.5, got[1].Goodput, 1e-12)
+	require.Zero(t, got[2].Goodput)
 }

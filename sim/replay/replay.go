@@ -998,6 +998,34 @@ type Scores struct {
 	TTFT, ITL Percentiles
 }
 
+// Outcome is how a finished request fares against a TTFT and an ITL SLA.
+type Outcome int
+
+// A finished request is good (within both SLAs), or misses the TTFT SLA only, the ITL SLA
+// only (OSL > 1 only: one token has no ITL), or both.
+const (
+	Good Outcome = iota
+	MissedTTFT
+	MissedITL
+	MissedBoth
+)
+
+// Outcome is how r, finished, fares against a TTFT and an ITL SLA in milliseconds. The SLAs
+// are negated as they read (within them: ≤), so that a latency that is not a number is never
+// good.
+func (r Record) Outcome(ttftMs, itlMs float64) Outcome {
+	lateFirst, slowTokens := !(r.TTFTMs <= ttftMs), r.OSL > 1 && !(r.ITLMs <= itlMs)
+	switch {
+	case lateFirst && slowTokens:
+		return MissedBoth
+	case lateFirst:
+		return MissedTTFT
+	case slowTokens:
+		return MissedITL
+	}
+	return Good
+}
+
 // Score scores the records that arrived at or after from (seconds) against a TTFT and an
 // ITL SLA in milliseconds.
 func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
@@ -1016,15 +1044,12 @@ func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
 		if r.OSL > 1 {
 			itl = append(itl, r.ITLMs)
 		}
-		// Negated as the SLAs read (within them: ≤), so that a latency that is not a number
-		// is never good.
-		lateFirst, slowTokens := !(r.TTFTMs <= ttftMs), r.OSL > 1 && !(r.ITLMs <= itlMs)
-		switch {
-		case lateFirst && slowTokens:
+		switch r.Outcome(ttftMs, itlMs) {
+		case MissedBoth:
 			sc.MissedBoth++
-		case lateFirst:
+		case MissedTTFT:
 			sc.MissedTTFT++
-		case slowTokens:
+		case MissedITL:
 			sc.MissedITL++
 		default:
 			sc.Good++
