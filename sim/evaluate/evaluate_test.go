@@ -225,6 +225,8 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	var html bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&html))
 	require.Contains(t, html.String(), "<svg")
+	require.Contains(t, html.String(), "Requests over the TTFT SLA per 60 s of arrivals")
+	require.Contains(t, html.String(), "Requests over the ITL SLA per 60 s of arrivals")
 	require.NotRegexp(t, `(src|href)="?https?:`, html.String(), "no network asset")
 	require.NotContains(t, html.String(), "<script")
 	var table bytes.Buffer
