@@ -1230,6 +1230,7 @@ func (t *tick) ahead() Decision {
 	if isl, span, ok := t.promptShift(f.ISL); ok {
 		lengths = fmt.Sprintf("ISL %.0f (the newest %.0f s; %.0f over %d s) OSL %.0f", isl, span, f.ISL, aheadLengthSeconds, f.OSL)
 		f.ISL = isl
+		t.promptsLonger = true
 	}
 	d.PredictedNumReq = ptr(f.Rate * t.p.loadI)
 	d.PredictedISL, d.PredictedOSL = ptr(f.ISL), ptr(f.OSL)
@@ -1951,7 +1952,8 @@ func (t *tick) provisioned(c Component) int {
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
 // while arrivals are bursty (bursts over aheadBurstyExcess of the level) and the lead time
 // not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
-// never for a pool whose observed latency breaks its SLA; then the GPU budget.
+// never for a pool whose observed latency breaks its SLA, nor while the newest prompts are
+// longer than the sizing's mean (promptShift); then the GPU budget.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty, falling bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
@@ -2004,6 +2006,13 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 				(c == Decode && tr.ITLMs != nil && *tr.ITLMs > t.p.cfg.ITLMs)
 			if slow && n < cur {
 				d.note(fmt.Sprintf("ahead: %s not scaled down: its observed latency breaks the SLA", c))
+				n = cur
+			}
+			// Prompts getting longer are sized at the newest ones' mean, which lags the newest
+			// prompts while the mix moves on; a scale-down now would meet the longer ones that
+			// follow with fewer engines, a lead time before more could be ready.
+			if t.promptsLonger && n < cur {
+				d.note(fmt.Sprintf("ahead: %s not scaled down: the newest prompts are longer than the %d s mean", c, aheadLengthSeconds))
 				n = cur
 			}
 		}

@@ -2029,6 +2029,53 @@ func TestAhead_PromptShift(t *testing.T) {
 	require.Contains(t, strings.Join(notes, "\n"), "ISL 6000 (the newest 30 s; 3900 over 300 s)")
 }
 
+// TestAhead_NoScaleDownWhilePromptsGetLonger: while the newest prompts are longer than the
+// five-minute mean (promptShift), neither pool is scaled down, though the need sized at the
+// newest prompts is below what the pools hold; with the same prompts throughout, the same ticks
+// scale down. The pools are held at 6P 6D whatever the decisions, so every tick decides from
+// the same deployment.
+func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
+	p, st := aheadPlanner(t)
+	// run returns the decision and notes of each tick after 300 s, when the prompts go from
+	// 3,000 tokens to after.
+	run := func(after float64) (decs []Decision, notes [][]string) {
+		s := st
+		for now := 5.0; now <= 360; now += 5 {
+			in := aheadInput(now, 6, 6, 6, 6, 8)
+			if now > 300 {
+				in.Traffic.ISL = ptr(after)
+			}
+			var dec Decision
+			var diag Diagnostics
+			var err error
+			s, dec, diag, err = p.Decide(s, in)
+			require.NoError(t, err)
+			if now > 300 {
+				decs, notes = append(decs, dec), append(notes, diag.Notes)
+			}
+		}
+		return decs, notes
+	}
+	same, _ := run(3000)
+	longer, notes := run(4500)
+	require.Len(t, longer, len(same))
+	shifted := 0
+	for i := range same {
+		require.NotNil(t, same[i].Prefill, "tick %d: 6 prefill engines for 8 req/s are scaled down", i)
+		require.NotNil(t, same[i].Decode, "tick %d: and 6 decode engines", i)
+		require.Less(t, *same[i].Prefill, 6)
+		joined := strings.Join(notes[i], "\n")
+		if !strings.Contains(joined, "ISL 4500 (the newest") {
+			continue // the newest bucket's prompts not yet longer beyond their noise
+		}
+		shifted++
+		require.True(t, longer[i].Empty(), "tick %d: no scale-down while the prompts get longer: %v", i, notes[i])
+		require.Contains(t, joined, "ahead: prefill not scaled down: the newest prompts are longer than the 300 s mean")
+		require.Contains(t, joined, "ahead: decode not scaled down: the newest prompts are longer than the 300 s mean")
+	}
+	require.GreaterOrEqual(t, shifted, len(same)/2, "the longer prompts show in half the minute's ticks: %v", notes)
+}
+
 func TestAheadState_StepUp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	arrivals := func(rate float64) float64 { // Poisson counts over a 5 s interval, as a rate
