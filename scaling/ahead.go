@@ -1953,7 +1953,7 @@ func (t *tick) provisioned(c Component) int {
 // while arrivals are bursty (bursts over aheadBurstyExcess of the level) and the lead time
 // not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
 // never for a pool whose observed latency breaks its SLA, nor while the newest prompts are
-// longer than the sizing's mean (promptShift); then the GPU budget.
+// longer than the aheadLengthSeconds mean (promptShift); then the GPU budget.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty, falling bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic
@@ -2008,9 +2008,10 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 				d.note(fmt.Sprintf("ahead: %s not scaled down: its observed latency breaks the SLA", c))
 				n = cur
 			}
-			// Prompts getting longer are sized at the newest ones' mean, which lags the newest
-			// prompts while the mix moves on; a scale-down now would meet the longer ones that
-			// follow with fewer engines, a lead time before more could be ready.
+			// Prompts getting longer are sized at their mean over the newest half lead time
+			// (shiftWindow), which trails the latest prompts while the mix moves on; a
+			// scale-down now would meet the longer ones that follow with fewer engines, a lead
+			// time before more could be ready.
 			if t.promptsLonger && n < cur {
 				d.note(fmt.Sprintf("ahead: %s not scaled down: the newest prompts are longer than the %d s mean", c, aheadLengthSeconds))
 				n = cur

@@ -2030,50 +2030,76 @@ func TestAhead_PromptShift(t *testing.T) {
 }
 
 // TestAhead_NoScaleDownWhilePromptsGetLonger: while the newest prompts are longer than the
-// five-minute mean (promptShift), neither pool is scaled down, though the need sized at the
-// newest prompts is below what the pools hold; with the same prompts throughout, the same ticks
-// scale down. The pools are held at 6P 6D whatever the decisions, so every tick decides from
-// the same deployment.
+// five-minute mean (promptShift), no pool is scaled down, though the need sized at the newest
+// prompts is below what the pools hold, and the tick reports scale_down_stabilizing; with the
+// same prompts throughout, the same ticks scale down. The pools are held at 6 engines each
+// whatever the decisions, so every tick decides from the same deployment; on both deployment
+// shapes (an aggregated pool is the decode component).
 func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
-	p, st := aheadPlanner(t)
-	// run returns the decision and notes of each tick after 300 s, when the prompts go from
-	// 3,000 tokens to after.
-	run := func(after float64) (decs []Decision, notes [][]string) {
-		s := st
-		for now := 5.0; now <= 360; now += 5 {
-			in := aheadInput(now, 6, 6, 6, 6, 8)
-			if now > 300 {
-				in.Traffic.ISL = ptr(after)
-			}
-			var dec Decision
-			var diag Diagnostics
-			var err error
-			s, dec, diag, err = p.Decide(s, in)
-			require.NoError(t, err)
-			if now > 300 {
-				decs, notes = append(decs, dec), append(notes, diag.Notes)
-			}
-		}
-		return decs, notes
+	disagg, disaggSt := aheadPlanner(t)
+	agg, aggSt := aggAheadPlanner(t)
+	tests := []struct {
+		name  string
+		p     *Planner
+		st    State
+		pools []Component
+	}{
+		{"disaggregated", disagg, disaggSt, []Component{Prefill, Decode}},
+		{"aggregated", agg, aggSt, []Component{Decode}},
 	}
-	same, _ := run(3000)
-	longer, notes := run(4500)
-	require.Len(t, longer, len(same))
-	shifted := 0
-	for i := range same {
-		require.NotNil(t, same[i].Prefill, "tick %d: 6 prefill engines for 8 req/s are scaled down", i)
-		require.NotNil(t, same[i].Decode, "tick %d: and 6 decode engines", i)
-		require.Less(t, *same[i].Prefill, 6)
-		joined := strings.Join(notes[i], "\n")
-		if !strings.Contains(joined, "ISL 4500 (the newest") {
-			continue // the newest bucket's prompts not yet longer beyond their noise
-		}
-		shifted++
-		require.True(t, longer[i].Empty(), "tick %d: no scale-down while the prompts get longer: %v", i, notes[i])
-		require.Contains(t, joined, "ahead: prefill not scaled down: the newest prompts are longer than the 300 s mean")
-		require.Contains(t, joined, "ahead: decode not scaled down: the newest prompts are longer than the 300 s mean")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// run returns each tick's decision and diagnostics after 300 s, when the prompts go
+			// from 3,000 tokens to after.
+			run := func(after float64) (decs []Decision, diags []Diagnostics) {
+				s := tc.st
+				for now := 5.0; now <= 360; now += 5 {
+					in := aheadInput(now, 6, 6, 6, 6, 8)
+					if tc.p.cfg.Mode == config.ModeAgg {
+						in = aheadInput(now, 0, 6, 0, 6, 8)
+					}
+					if now > 300 {
+						in.Traffic.ISL = ptr(after)
+					}
+					var dec Decision
+					var diag Diagnostics
+					var err error
+					s, dec, diag, err = tc.p.Decide(s, in)
+					require.NoError(t, err)
+					if now > 300 {
+						decs, diags = append(decs, dec), append(diags, diag)
+					}
+				}
+				return decs, diags
+			}
+			same, _ := run(3000)
+			longer, diags := run(4500)
+			require.Len(t, longer, len(same))
+			shifted := 0
+			for i := range same {
+				for _, c := range tc.pools {
+					got := same[i].pool(c)
+					require.NotNil(t, *got, "tick %d: 6 %s engines for 8 req/s are scaled down", i, c)
+					require.Less(t, **got, 6)
+				}
+				joined := strings.Join(diags[i].Notes, "\n")
+				if !strings.Contains(joined, "ISL 4500 (the newest") {
+					continue // the newest bucket's prompts not yet longer beyond their noise
+				}
+				shifted++
+				require.True(t, longer[i].Empty(), "tick %d: no scale-down while the prompts get longer: %v", i, diags[i].Notes)
+				for _, c := range tc.pools {
+					require.Contains(t, joined, fmt.Sprintf("ahead: %s not scaled down: the newest prompts are longer than the 300 s mean", c))
+					reason := diags[i].LoadReasonDecode
+					if c == Prefill {
+						reason = diags[i].LoadReasonPrefill
+					}
+					require.Equal(t, ReasonScaleDownStabilizing, reason, "tick %d: %s", i, c)
+				}
+			}
+			require.GreaterOrEqual(t, shifted, len(same)/2, "the longer prompts show in half the minute's ticks: %v", diags)
+		})
 	}
-	require.GreaterOrEqual(t, shifted, len(same)/2, "the longer prompts show in half the minute's ticks: %v", notes)
 }
 
 func TestAheadState_StepUp(t *testing.T) {

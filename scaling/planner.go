@@ -394,8 +394,9 @@ type tick struct {
 	// decodeKept says the decode sizing kept more engines than the rate needs, for a
 	// scale-down's spare (decodeEngines): a tick held by it reports scale_down_stabilizing.
 	decodeKept bool
-	// promptsLonger says the newest prompts are longer than the sizing's mean (promptShift, whose
-	// mean the sizing took): no pool is scaled down at this tick (aheadDecide).
+	// promptsLonger says the newest prompts (over shiftWindow) are longer than the
+	// aheadLengthSeconds mean beyond their noise (promptShift; the sizing then takes their
+	// mean): no pool is scaled down at this tick (aheadDecide).
 	promptsLonger bool
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).

@@ -146,7 +146,7 @@ type Interval struct {
 	MissedTTFT int `json:"missed_ttft"`
 	MissedITL  int `json:"missed_itl"`
 	MissedBoth int `json:"missed_both"`
-	// TTFTMs and ITLMs are the bucket's finished requests' means.
+	// TTFTMs and ITLMs are the bucket's finished requests' means (of their finite latencies).
 	TTFTMs float64 `json:"ttft_ms"`
 	ITLMs  float64 `json:"itl_ms"`
 	// Prefill and Decode are the engines provisioned (starting + ready + draining) at its end.
@@ -642,9 +642,13 @@ func timeline(res replay.Result, sla SLA, step float64) []Interval {
 		if !r.Finished {
 			continue
 		}
-		out[b].TTFTMs += r.TTFTMs
-		ttftN[b]++
-		if r.OSL > 1 {
+		// The means leave out a latency that is not a finite number (JSON has none); the
+		// split counts it as a miss.
+		if !math.IsNaN(r.TTFTMs) && !math.IsInf(r.TTFTMs, 0) {
+			out[b].TTFTMs += r.TTFTMs
+			ttftN[b]++
+		}
+		if r.OSL > 1 && !math.IsNaN(r.ITLMs) && !math.IsInf(r.ITLMs, 0) {
 			out[b].ITLMs += r.ITLMs
 			itlN[b]++
 		}

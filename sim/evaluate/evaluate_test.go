@@ -3,6 +3,7 @@ package evaluate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -225,8 +226,8 @@ func TestRun_PoliciesOracleStaticSweepAndPredictors(t *testing.T) {
 	var html bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&html))
 	require.Contains(t, html.String(), "<svg")
-	require.Contains(t, html.String(), "Requests over the TTFT SLA per 60 s of arrivals")
-	require.Contains(t, html.String(), "Requests over the ITL SLA per 60 s of arrivals")
+	require.Contains(t, html.String(), "Finished requests over the TTFT SLA per 60 s of arrivals")
+	require.Contains(t, html.String(), "Finished requests over the ITL SLA per 60 s of arrivals")
 	require.NotRegexp(t, `(src|href)="?https?:`, html.String(), "no network asset")
 	require.NotContains(t, html.String(), "<script")
 	var table bytes.Buffer
@@ -659,4 +660,12 @@ func TestTimeline(t *testing.T) {
 	require.InDelta(t, 1.0/5, got[0].Goodput, 1e-12, "one good of five, the unfinished one counted")
 	require.InDelta(t, 0.5, got[1].Goodput, 1e-12)
 	require.Zero(t, got[2].Goodput)
+	// The means are of the finished requests' finite latencies: a NaN is left out of them.
+	require.InDelta(t, 200.0, got[0].TTFTMs, 1e-12)
+	require.InDelta(t, 27.5, got[0].ITLMs, 1e-12)
+	require.InDelta(t, 100.0, got[1].TTFTMs, 1e-12, "the NaN left out")
+	require.InDelta(t, 5.0, got[1].ITLMs, 1e-12, "one token has no ITL")
+	require.Zero(t, got[2].ITLMs, "no finite ITL")
+	_, err := json.Marshal(got)
+	require.NoError(t, err, "a report with a NaN latency is still written")
 }

@@ -295,9 +295,9 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		report.Chart{Title: "Mean ITL per 60 s of arrivals", XLabel: "s", YLabel: "ms", Series: series(main, perInterval(func(iv Interval) float64 { return iv.ITLMs }), false),
 			HLines: []report.HLine{{Name: "SLA", Y: rep.ITLMs}}},
 		// Which SLA the lost requests missed, and when (a request over both is in both).
-		report.Chart{Title: "Requests over the TTFT SLA per 60 s of arrivals", XLabel: "s", YLabel: "requests",
+		report.Chart{Title: "Finished requests over the TTFT SLA per 60 s of arrivals", XLabel: "s", YLabel: "requests",
 			Series: series(main, perInterval(func(iv Interval) float64 { return float64(iv.MissedTTFT + iv.MissedBoth) }), false)},
-		report.Chart{Title: "Requests over the ITL SLA per 60 s of arrivals", XLabel: "s", YLabel: "requests",
+		report.Chart{Title: "Finished requests over the ITL SLA per 60 s of arrivals", XLabel: "s", YLabel: "requests",
 			Series: series(main, perInterval(func(iv Interval) float64 { return float64(iv.MissedITL + iv.MissedBoth) }), false)},
 	)
 	for _, r := range rep.Rows {

@@ -1010,9 +1010,9 @@ const (
 	MissedBoth
 )
 
-// Outcome is how r, finished, fares against a TTFT and an ITL SLA in milliseconds. The SLAs
-// are negated as they read (within them: ≤), so that a latency that is not a number is never
-// good.
+// Outcome is how r fares against a TTFT and an ITL SLA in milliseconds, for a finished record:
+// callers skip unfinished ones, whose zero latencies would read as Good. The SLAs are negated
+// as they read (within them: ≤), so that a latency that is not a number is never good.
 func (r Record) Outcome(ttftMs, itlMs float64) Outcome {
 	lateFirst, slowTokens := !(r.TTFTMs <= ttftMs), r.OSL > 1 && !(r.ITLMs <= itlMs)
 	switch {

@@ -325,6 +325,37 @@ func requirePtr(t *testing.T, want, got *float64) {
 	require.InDelta(t, *want, *got, 1e-9)
 }
 
+// TestRecord_Outcome: a finished record against a 200 ms TTFT and a 10 ms ITL SLA — within
+// both (≤), over one, over both; a latency that is not a number is never within; one token (or
+// none) has no ITL, whatever its ITL field holds.
+func TestRecord_Outcome(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name      string
+		osl       int
+		ttft, itl float64
+		want      Outcome
+	}{
+		{"within both", 10, 100, 5, Good},
+		{"at both SLAs", 10, 200, 10, Good},
+		{"late first token", 10, 201, 5, MissedTTFT},
+		{"slow tokens", 10, 100, 11, MissedITL},
+		{"both", 10, 300, 50, MissedBoth},
+		{"TTFT not a number", 10, nan, 5, MissedTTFT},
+		{"ITL not a number", 10, 100, nan, MissedITL},
+		{"one token: no ITL", 1, 100, 50, Good},
+		{"one token, ITL not a number", 1, 100, nan, Good},
+		{"no token: no ITL", 0, 100, 50, Good},
+		{"one token, late", 1, 300, 50, MissedTTFT},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{OSL: tc.osl, Finished: true, TTFTMs: tc.ttft, ITLMs: tc.itl}
+			require.Equal(t, tc.want, r.Outcome(200, 10))
+		})
+	}
+}
+
 func TestScore(t *testing.T) {
 	recs := []Record{
 		{Arrival: 1, OSL: 10, Finished: true, TTFTMs: 100, ITLMs: 5},  // before from: not scored
