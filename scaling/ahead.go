@@ -2011,8 +2011,11 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			// Prompts getting longer are sized at their mean over the newest half lead time
 			// (shiftWindow), which trails the latest prompts while the mix moves on; a
 			// scale-down now would meet the longer ones that follow with fewer engines, a lead
-			// time before more could be ready.
-			if t.promptsLonger && n < cur {
+			// time before more could be ready. An aggregated pool only: there each prompt's
+			// chunks slow every decode in the engine's passes, where a disaggregated prefill
+			// pool's lag costs the TTFT alone (measured: docs/policy.md, "Prompts getting
+			// longer").
+			if t.promptsLonger && n < cur && t.p.cfg.Mode != config.ModeDisagg {
 				d.note(fmt.Sprintf("ahead: %s not scaled down: the newest prompts are longer than the %d s mean", c, aheadLengthSeconds))
 				n = cur
 			}

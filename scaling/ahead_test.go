@@ -2030,11 +2030,12 @@ func TestAhead_PromptShift(t *testing.T) {
 }
 
 // TestAhead_NoScaleDownWhilePromptsGetLonger: while the newest prompts are longer than the
-// five-minute mean (promptShift), no pool is scaled down, though the need sized at the newest
-// prompts is below what the pools hold, and the tick reports scale_down_stabilizing; with the
-// same prompts throughout, the same ticks scale down. The pools are held at 6 engines each
-// whatever the decisions, so every tick decides from the same deployment; on both deployment
-// shapes (an aggregated pool is the decode component).
+// five-minute mean (promptShift), an aggregated pool is not scaled down, though the need sized
+// at the newest prompts is below what it holds, and the tick reports scale_down_stabilizing;
+// with the same prompts throughout, the same ticks scale down. A disaggregated deployment's
+// pools are not held: the same ticks scale them down, with no such note. The pools are held at
+// 6 engines each whatever the decisions, so every tick decides from the same deployment (an
+// aggregated pool is the decode component).
 func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
 	disagg, disaggSt := aheadPlanner(t)
 	agg, aggSt := aggAheadPlanner(t)
@@ -2043,9 +2044,10 @@ func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
 		p     *Planner
 		st    State
 		pools []Component
+		held  bool
 	}{
-		{"disaggregated", disagg, disaggSt, []Component{Prefill, Decode}},
-		{"aggregated", agg, aggSt, []Component{Decode}},
+		{"disaggregated", disagg, disaggSt, []Component{Prefill, Decode}, false},
+		{"aggregated", agg, aggSt, []Component{Decode}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -2087,6 +2089,15 @@ func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
 					continue // the newest bucket's prompts not yet longer beyond their noise
 				}
 				shifted++
+				if !tc.held {
+					require.NotContains(t, joined, "not scaled down: the newest prompts are longer")
+					for _, c := range tc.pools {
+						got := longer[i].pool(c)
+						require.NotNil(t, *got, "tick %d: 6 %s engines for 8 req/s are scaled down while the prompts get longer: %v", i, c, diags[i].Notes)
+						require.Less(t, **got, 6)
+					}
+					continue
+				}
 				require.True(t, longer[i].Empty(), "tick %d: no scale-down while the prompts get longer: %v", i, diags[i].Notes)
 				for _, c := range tc.pools {
 					require.Contains(t, joined, fmt.Sprintf("ahead: %s not scaled down: the newest prompts are longer than the 300 s mean", c))
