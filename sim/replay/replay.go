@@ -167,6 +167,11 @@ type Result struct {
 	Finished int     `json:"finished"`
 	Good     int     `json:"good"`
 	Goodput  float64 `json:"goodput"`
+	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
+	// the SLA they miss (Record.Outcome): the TTFT only, the ITL only, or both.
+	MissedTTFT int `json:"missed_ttft"`
+	MissedITL  int `json:"missed_itl"`
+	MissedBoth int `json:"missed_both"`
 	// TTFT and ITL are the finished requests' latency percentiles (ITL: OSL > 1 only).
 	TTFT Percentiles `json:"ttft_ms"`
 	ITL  Percentiles `json:"itl_ms"`
@@ -962,6 +967,7 @@ func (s *sim) summarise() {
 	cfg := s.planner.Config()
 	sc := Score(res.Requests, cfg.TTFTMs, cfg.ITLMs, 0)
 	res.Finished, res.Good, res.Goodput, res.TTFT, res.ITL = sc.Finished, sc.Good, sc.Goodput, sc.TTFT, sc.ITL
+	res.MissedTTFT, res.MissedITL, res.MissedBoth = sc.MissedTTFT, sc.MissedITL, sc.MissedBoth
 	res.PrefillGPUSeconds, res.DecodeGPUSeconds = s.p.gpuSec, s.d.gpuSec
 	res.GPUSeconds = s.p.gpuSec + s.d.gpuSec
 	if n := len(s.kvT); n > 0 {

@@ -105,6 +105,9 @@ func TestRun_LoadStepScalesPrefillUpAndDown(t *testing.T) {
 	// More GPU-seconds than the two initial engines alone.
 	require.Greater(t, res.GPUSeconds, 2*res.Duration+30)
 	require.Less(t, res.Goodput, 1.0, "the step overloads prefill before the new engines are ready")
+	require.Positive(t, res.MissedTTFT+res.MissedBoth, "the overloaded prefill misses the TTFT")
+	require.Equal(t, res.Finished-res.Good, res.MissedTTFT+res.MissedITL+res.MissedBoth,
+		"every finished request that is not good missed the TTFT, the ITL or both")
 }
 
 func TestRun_Deterministic(t *testing.T) {
