@@ -1952,8 +1952,9 @@ func (t *tick) provisioned(c Component) int {
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
 // while arrivals are bursty (bursts over aheadBurstyExcess of the level) and the lead time
 // not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
-// never for a pool whose observed latency breaks its SLA, nor while the newest prompts are
-// longer than the aheadLengthSeconds mean (promptShift); then the GPU budget.
+// never for a pool whose observed latency breaks its SLA, nor, for an aggregated pool, while
+// the newest prompts are longer than the aheadLengthSeconds mean (promptShift); then the GPU
+// budget.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty, falling bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic

@@ -396,7 +396,7 @@ type tick struct {
 	decodeKept bool
 	// promptsLonger says the newest prompts (over shiftWindow) are longer than the
 	// aheadLengthSeconds mean beyond their noise (promptShift; the sizing then takes their
-	// mean): no pool is scaled down at this tick (aheadDecide).
+	// mean): an aggregated pool is not scaled down at this tick (aheadDecide).
 	promptsLonger bool
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).
