@@ -2013,10 +2013,10 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 			// (shiftWindow), which trails the latest prompts while the mix moves on; a
 			// scale-down now would meet the longer ones that follow with fewer engines, a lead
 			// time before more could be ready. An aggregated pool only: there each prompt's
-			// chunks slow every decode in the engine's passes, where a disaggregated prefill
-			// pool's lag costs the TTFT alone (measured: docs/policy.md, "Prompts getting
-			// longer").
-			if t.promptsLonger && n < cur && t.p.cfg.Mode != config.ModeDisagg {
+			// chunks slow every decode in the engine's passes, where a prefill pool's lag
+			// costs the TTFT alone; on disaggregated pools the hold cost GPU-hours for almost
+			// no goodput (docs/policy.md, "Prompts getting longer").
+			if t.promptsLonger && n < cur && t.p.cfg.Mode == config.ModeAgg {
 				d.note(fmt.Sprintf("ahead: %s not scaled down: the newest prompts are longer than the %d s mean", c, aheadLengthSeconds))
 				n = cur
 			}

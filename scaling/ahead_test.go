@@ -2032,25 +2032,30 @@ func TestAhead_PromptShift(t *testing.T) {
 // TestAhead_NoScaleDownWhilePromptsGetLonger: while the newest prompts are longer than the
 // five-minute mean (promptShift), an aggregated pool is not scaled down, though the need sized
 // at the newest prompts is below what it holds, and the tick reports scale_down_stabilizing;
-// with the same prompts throughout, the same ticks scale down. A disaggregated deployment's
-// pools are not held: the same ticks scale them down, with no such note. The pools are held at
-// 6 engines each whatever the decisions, so every tick decides from the same deployment (an
-// aggregated pool is the decode component).
+// with the same prompts throughout, the same ticks scale down. The pools of a disaggregated
+// deployment, and of a prefill-only or decode-only one, are not held: the same ticks scale
+// them down, with no such note. The pools are held at 6 engines each whatever the decisions,
+// so every tick decides from the same deployment (an aggregated pool is the decode
+// component).
 func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
 	disagg, disaggSt := aheadPlanner(t)
 	agg, aggSt := aggAheadPlanner(t)
+	prefill, prefillSt := aheadPlannerWith(t, func(c *config.Config) { c.Mode = config.ModePrefill })
+	decode, decodeSt := aheadPlannerWith(t, func(c *config.Config) { c.Mode = config.ModeDecode })
 	tests := []struct {
 		name  string
 		p     *Planner
 		st    State
 		pools []Component
-		held  bool
 	}{
-		{"disaggregated", disagg, disaggSt, []Component{Prefill, Decode}, false},
-		{"aggregated", agg, aggSt, []Component{Decode}, true},
+		{"disaggregated", disagg, disaggSt, []Component{Prefill, Decode}},
+		{"prefill only", prefill, prefillSt, []Component{Prefill}},
+		{"decode only", decode, decodeSt, []Component{Decode}},
+		{"aggregated", agg, aggSt, []Component{Decode}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			held := tc.p.cfg.Mode == config.ModeAgg
 			// run returns each tick's decision and diagnostics after 300 s, when the prompts go
 			// from 3,000 tokens to after.
 			run := func(after float64) (decs []Decision, diags []Diagnostics) {
@@ -2089,12 +2094,17 @@ func TestAhead_NoScaleDownWhilePromptsGetLonger(t *testing.T) {
 					continue // the newest bucket's prompts not yet longer beyond their noise
 				}
 				shifted++
-				if !tc.held {
+				if !held {
 					require.NotContains(t, joined, "not scaled down: the newest prompts are longer")
 					for _, c := range tc.pools {
 						got := longer[i].pool(c)
 						require.NotNil(t, *got, "tick %d: 6 %s engines for 8 req/s are scaled down while the prompts get longer: %v", i, c, diags[i].Notes)
 						require.Less(t, **got, 6)
+						reason := diags[i].LoadReasonDecode
+						if c == Prefill {
+							reason = diags[i].LoadReasonPrefill
+						}
+						require.Equal(t, ReasonScaleDown, reason, "tick %d: %s", i, c)
 					}
 					continue
 				}

@@ -168,7 +168,8 @@ type Result struct {
 	Good     int     `json:"good"`
 	Goodput  float64 `json:"goodput"`
 	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
-	// the SLA they miss (Record.Outcome): the TTFT only, the ITL only, or both.
+	// the SLA they miss (Record.Outcome): the TTFT only, the ITL only, or both. Like Goodput
+	// they count every request from 0 s; the simulator's rows score from their own start.
 	MissedTTFT int `json:"missed_ttft"`
 	MissedITL  int `json:"missed_itl"`
 	MissedBoth int `json:"missed_both"`
