@@ -94,11 +94,9 @@ type Row struct {
 	// Good counts the scored requests within both SLAs; Goodput is their share.
 	Good    int     `json:"good"`
 	Goodput float64 `json:"goodput"`
-	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
-	// the SLA they miss: the TTFT only, the ITL only, or both (replay.Scores).
-	MissedTTFT int `json:"missed_ttft"`
-	MissedITL  int `json:"missed_itl"`
-	MissedBoth int `json:"missed_both"`
+	// Misses split the finished requests that are not good by the SLA they miss: the TTFT
+	// only, the ITL only, or both (replay.Scores).
+	replay.Misses
 	// ScoredSeconds is the span the GPU-hours cover: from the scoring start to the replay's
 	// end (its last completion).
 	ScoredSeconds float64            `json:"scored_s"`
@@ -141,11 +139,9 @@ type Interval struct {
 	Requests int     `json:"requests"`
 	// Goodput is the bucket's share of good requests (1 without requests).
 	Goodput float64 `json:"goodput"`
-	// MissedTTFT, MissedITL and MissedBoth split the bucket's finished requests that are not
-	// good by the SLA they miss, as a row's do (replay.Scores).
-	MissedTTFT int `json:"missed_ttft"`
-	MissedITL  int `json:"missed_itl"`
-	MissedBoth int `json:"missed_both"`
+	// Misses split the bucket's finished requests that are not good by the SLA they miss,
+	// as a row's do (replay.Scores).
+	replay.Misses
 	// TTFTMs and ITLMs are the bucket's finished requests' means (of their finite latencies).
 	TTFTMs float64 `json:"ttft_ms"`
 	ITLMs  float64 `json:"itl_ms"`
@@ -583,7 +579,7 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 	pre += math.Max(0, res.PrefillGPUSeconds-allP)
 	dec += math.Max(0, res.DecodeGPUSeconds-allD)
 	r := Row{Name: name, Kind: kind, StartupS: startup.Seconds(), Requests: sc.Requests, Finished: sc.Finished,
-		Good: sc.Good, Goodput: sc.Goodput, MissedTTFT: sc.MissedTTFT, MissedITL: sc.MissedITL, MissedBoth: sc.MissedBoth, ScoredSeconds: math.Max(0, res.Duration-from), TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
+		Good: sc.Good, Goodput: sc.Goodput, Misses: sc.Misses, ScoredSeconds: math.Max(0, res.Duration-from), TTFT: sc.TTFT, ITL: sc.ITL, GPUHours: (pre + dec) / 3600,
 		PrefillGPUHours: pre / 3600, DecodeGPUHours: dec / 3600,
 		ScaleActions: res.ScaleActions, Reversals: res.Reversals, Replicas: res.Replicas}
 	if sc.Good > 0 {
@@ -652,14 +648,7 @@ func timeline(res replay.Result, sla SLA, step float64) []Interval {
 			out[b].ITLMs += r.ITLMs
 			itlN[b]++
 		}
-		switch r.Outcome(sla.TTFTMs, sla.ITLMs) {
-		case replay.MissedTTFT:
-			out[b].MissedTTFT++
-		case replay.MissedITL:
-			out[b].MissedITL++
-		case replay.MissedBoth:
-			out[b].MissedBoth++
-		default:
+		if out[b].Count(r.Outcome(sla.TTFTMs, sla.ITLMs)) {
 			good[b]++
 		}
 	}

@@ -167,12 +167,10 @@ type Result struct {
 	Finished int     `json:"finished"`
 	Good     int     `json:"good"`
 	Goodput  float64 `json:"goodput"`
-	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
-	// the SLA they miss (Record.Outcome): the TTFT only, the ITL only, or both. Like Goodput
-	// they count every request from 0 s; the simulator's rows score from their own start.
-	MissedTTFT int `json:"missed_ttft"`
-	MissedITL  int `json:"missed_itl"`
-	MissedBoth int `json:"missed_both"`
+	// Misses split the finished requests that are not good by the SLA they miss. Like
+	// Goodput they count every request from 0 s; the simulator's rows score from their own
+	// start.
+	Misses
 	// TTFT and ITL are the finished requests' latency percentiles (ITL: OSL > 1 only).
 	TTFT Percentiles `json:"ttft_ms"`
 	ITL  Percentiles `json:"itl_ms"`
@@ -968,7 +966,7 @@ func (s *sim) summarise() {
 	cfg := s.planner.Config()
 	sc := Score(res.Requests, cfg.TTFTMs, cfg.ITLMs, 0)
 	res.Finished, res.Good, res.Goodput, res.TTFT, res.ITL = sc.Finished, sc.Good, sc.Goodput, sc.TTFT, sc.ITL
-	res.MissedTTFT, res.MissedITL, res.MissedBoth = sc.MissedTTFT, sc.MissedITL, sc.MissedBoth
+	res.Misses = sc.Misses
 	res.PrefillGPUSeconds, res.DecodeGPUSeconds = s.p.gpuSec, s.d.gpuSec
 	res.GPUSeconds = s.p.gpuSec + s.d.gpuSec
 	if n := len(s.kvT); n > 0 {
@@ -997,10 +995,9 @@ type Scores struct {
 	// both SLAs; Goodput is Good / Requests (unfinished requests are not good).
 	Requests, Finished, Good int
 	Goodput                  float64
-	// MissedTTFT, MissedITL and MissedBoth split the finished requests that are not good by
-	// the SLA they miss: the TTFT only, the ITL only, or both (Requests − Finished are the
-	// unfinished rest).
-	MissedTTFT, MissedITL, MissedBoth int
+	// Misses split the finished requests that are not good by the SLA they miss (Requests −
+	// Finished are the unfinished rest).
+	Misses
 	// TTFT and ITL are the finished requests' latency percentiles (ITL: OSL > 1 only).
 	TTFT, ITL Percentiles
 }
@@ -1033,6 +1030,30 @@ func (r Record) Outcome(ttftMs, itlMs float64) Outcome {
 	return Good
 }
 
+// Misses split finished requests that are not good by the SLA they miss (Record.Outcome):
+// the TTFT only, the ITL only, or both.
+type Misses struct {
+	MissedTTFT int `json:"missed_ttft"`
+	MissedITL  int `json:"missed_itl"`
+	MissedBoth int `json:"missed_both"`
+}
+
+// Count adds a finished request's outcome to m, and reports whether it was good (which m
+// does not count).
+func (m *Misses) Count(o Outcome) (good bool) {
+	switch o {
+	case MissedTTFT:
+		m.MissedTTFT++
+	case MissedITL:
+		m.MissedITL++
+	case MissedBoth:
+		m.MissedBoth++
+	default:
+		return true
+	}
+	return false
+}
+
 // Score scores the records that arrived at or after from (seconds) against a TTFT and an
 // ITL SLA in milliseconds.
 func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
@@ -1051,14 +1072,7 @@ func Score(recs []Record, ttftMs, itlMs, from float64) Scores {
 		if r.OSL > 1 {
 			itl = append(itl, r.ITLMs)
 		}
-		switch r.Outcome(ttftMs, itlMs) {
-		case MissedBoth:
-			sc.MissedBoth++
-		case MissedTTFT:
-			sc.MissedTTFT++
-		case MissedITL:
-			sc.MissedITL++
-		default:
+		if sc.Count(r.Outcome(ttftMs, itlMs)) {
 			sc.Good++
 		}
 	}
