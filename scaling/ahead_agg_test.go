@@ -654,3 +654,47 @@ func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
 		})
 	}
 }
+
+// TestAhead_RiseSpeedingUpOnAnAggregatedPool: on rr-5-45's first rise (from its trough at
+// 0 s) an aggregated deployment's forecast follows the rise's slope now, where the line
+// through the window lags it; a disaggregated deployment's keeps the line's.
+func TestAhead_RiseSpeedingUpOnAnAggregatedPool(t *testing.T) {
+	rr := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	speeding := regexp.MustCompile(`a rise speeding up: \+([0-9.]+) along its slope now, not the line's \+([0-9.]+)`)
+	disagg, disaggSt := aheadPlanner(t)
+	agg, aggSt := aggAheadPlanner(t)
+	for _, tc := range []struct {
+		name string
+		p    *Planner
+		st   State
+		in   func(now float64) Input
+	}{
+		{"aggregated", agg, aggSt, func(now float64) Input { return aheadInput(now, 0, 12, 0, 12, rr(now-2.5)) }},
+		{"disaggregated", disagg, disaggSt, func(now float64) Input { return aheadInput(now, 6, 6, 6, 6, rr(now-2.5)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, found := tc.st, 0
+			for now := 5.0; now <= 150; now += 5 {
+				var diag Diagnostics
+				var err error
+				s, _, diag, err = tc.p.Decide(s, tc.in(now))
+				require.NoError(t, err)
+				for _, n := range diag.Notes {
+					if m := speeding.FindStringSubmatch(n); m != nil {
+						found++
+						up, err := strconv.ParseFloat(m[1], 64)
+						require.NoError(t, err)
+						line, err := strconv.ParseFloat(m[2], 64)
+						require.NoError(t, err)
+						require.Greater(t, up, line, "at %.0f s: %s", now, n)
+					}
+				}
+			}
+			if tc.p.cfg.Mode == config.ModeAgg {
+				require.Positive(t, found, "the first rise is read as speeding up")
+			} else {
+				require.Zero(t, found)
+			}
+		})
+	}
+}
