@@ -433,10 +433,6 @@ type Forecast struct {
 	// (troughRise), which replaced the line's, TroughLine (both 0: none found, the line's was
 	// not lower, or a followed period gave the forecast).
 	Trough, TroughLine float64
-	// Speeding is the rise over the horizon of a rise found speeding up (speedingRise),
-	// which replaced the line's, SpeedingLine (both 0: none found, the line's was not lower,
-	// or a followed period gave the forecast).
-	Speeding, SpeedingLine float64
 	// WavePeak is a wave's earlier peak that held the forecast (holdToWavePeak), and PeakCut
 	// what that took off it, its misses first (both 0: none held it).
 	WavePeak, PeakCut float64
@@ -533,10 +529,8 @@ func (f Forecast) margins() (waitMissShare, decodeSpreadZ float64) {
 	return aheadWaitMissShare, aheadDecodeSpreadZ
 }
 
-// forecast predicts the request rate over the next lead seconds from the history; speeding
-// says whether a rise speeding up is forecast along its slope now (speedingRise: for an
-// aggregated pool).
-func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, bool) {
+// forecast predicts the request rate over the next lead seconds from the history.
+func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	var f Forecast
 	n, isl, osl, cov := a.recent(a.levelWindow(interval))
 	if cov <= 0 {
@@ -582,9 +576,7 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 	f.Burst = a.burst(interval)
 	// A rise from a trough is forecast along its own line (troughRise), not the line through
 	// the whole window, which holds the fall before the trough and lags the rise, or falls
-	// (unless it is a step, below); a rise speeding up, whose trough is at or before the
-	// window's start, along the parabola's tangent now (speedingRise), not the line's mean
-	// slope over the window.
+	// (unless it is a step, below).
 	// The parabola through the window's interval rates is fitted once, for both rules.
 	var cv windowCurve
 	curved := false
@@ -594,8 +586,6 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 	if curved {
 		if up, ok := cv.troughRise(interval, horizon, a.highestRate()-f.Level); ok && up > rise {
 			f.Trough, f.TroughLine, rise = up, rise, up
-		} else if up, ok := cv.speedingRise(interval, horizon); ok && speeding && up > rise {
-			f.Speeding, f.SpeedingLine, rise = up, rise, up
 		}
 	}
 	// A step up is not a trend: extrapolated, the line through it would add the step again
@@ -606,7 +596,7 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 	// reads as a rise from a trough: the step wins.
 	if rise > 0 && !f.bursty() {
 		if post, ok := a.stepUp(window, interval); ok {
-			f.Step, f.Slope, f.Trough, f.TroughLine, f.Speeding, f.SpeedingLine = post, 0, 0, 0, 0, 0
+			f.Step, f.Slope, f.Trough, f.TroughLine = post, 0, 0, 0
 			rise = math.Max(0, post-f.Level)
 		}
 	}
@@ -679,7 +669,7 @@ func (a *AheadState) forecast(lead, interval float64, speeding bool) (Forecast, 
 			if f.Trusted {
 				// A clear period: it knows the turns a trend overshoots, and its own misses
 				// are the spread to allow for.
-				f.Spread, f.Step, f.Bend, f.LineRise, f.Trough, f.TroughLine, f.Speeding, f.SpeedingLine = spread, 0, 0, 0, 0, 0, 0, 0
+				f.Spread, f.Step, f.Bend, f.LineRise, f.Trough, f.TroughLine = spread, 0, 0, 0, 0, 0
 				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + f.margin()
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
@@ -1224,7 +1214,7 @@ func (t *tick) ahead() Decision {
 	d.ObservedNumReq = ptr(*tr.NumReq)
 
 	lead := t.aheadLead()
-	f, ok := a.forecast(lead, t.p.loadI, t.p.cfg.Mode == config.ModeAgg)
+	f, ok := a.forecast(lead, t.p.loadI)
 	if !ok {
 		return hold(ReasonNoTrafficData, "no traffic history yet: holding")
 	}
@@ -1256,9 +1246,6 @@ func (t *tick) ahead() Decision {
 	}
 	if f.Trough > 0 {
 		why[0] += fmt.Sprintf(", a rise from a trough: +%.2f along its own line, not the line's +%.2f", f.Trough, f.TroughLine)
-	}
-	if f.Speeding > 0 {
-		why[0] += fmt.Sprintf(", a rise speeding up: +%.2f along its slope now, not the line's +%.2f", f.Speeding, f.SpeedingLine)
 	}
 	if f.PeakCut > 0 {
 		why[0] += fmt.Sprintf(", held at %.2f by a wave's earlier peak of %.2f (−%.2f)", f.Rate, f.WavePeak, f.PeakCut)
@@ -2311,26 +2298,6 @@ func (c windowCurve) troughRise(interval, horizon, headroom float64) (rise float
 		return 0, false
 	}
 	return math.Max(0, math.Min(tf.slope*horizon/interval, headroom)), true
-}
-
-// speedingRise reports whether the window's curve (a parabola that fits its interval rates
-// better than the line, curve) is a rise speeding up: a positive curvature whose lowest
-// point is at or before the window's oldest rate, so that the whole window rises ever
-// faster. rise is then the parabola's slope at the newest interval over the horizon: its
-// tangent there, which a convex rise stays above. The line through the window has the
-// window's mean slope, that of its middle, half a window ago: on rr-5-45 (5–45 req/s, a 600 s
-// period, starting at its trough) it forecast 18 req/s at 90 s for the 26 the rate reached
-// a lead time later, at half the rate's slope then. Unlike troughRise's, the rise is not
-// capped at the history's highest rate: a first rise has none above it. A rise that stops
-// speeding up bends the parabola down (bentRise reads it), and a step is read as one
-// (stepUp), which replaces it.
-func (c windowCurve) speedingRise(interval, horizon float64) (rise float64, ok bool) {
-	ys, p := c.ys, c.p
-	mid := float64(len(ys)-1) / 2
-	if !(p.c2 > 0) || p.vertex() > -mid {
-		return 0, false
-	}
-	return math.Max(0, p.slope(mid)*horizon/interval), true
 }
 
 // parabola is c0 + c1·x + c2·x² through a window's interval rates, x in intervals from the

@@ -118,7 +118,7 @@ func feedForecasting(a *AheadState, until float64, rate func(t float64) float64)
 	for now := 5.0; now <= until; now += 5 {
 		a.record(now, 5, rate(now-2.5)*5, 3000, 300)
 		var ok bool
-		if f, ok = a.forecast(65, 5, false); ok {
+		if f, ok = a.forecast(65, 5); ok {
 			f.carryMisses()
 			f.holdToWavePeak()
 			a.recordForecast(f.Rate-f.Missed, f.Rate)
@@ -160,14 +160,14 @@ func TestAheadState_Forecast(t *testing.T) {
 			n := 50.0 + []float64{-7, 3, 0, 6, -4, 2}[int(now/5)%6] // Poisson-sized noise around 10 req/s
 			a.record(now, 5, n, 3000, 300)
 		}
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Zero(t, f.Burst, "Poisson noise is not a burst")
 	})
 	t.Run("steady", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 600, func(float64) float64 { return 10 })
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 10, f.Level, 1e-9)
 		require.InDelta(t, 10, f.Rate, 1e-9, "even arrivals: no margin")
@@ -177,7 +177,7 @@ func TestAheadState_Forecast(t *testing.T) {
 	t.Run("rising", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 300, func(t float64) float64 { return 5 + 0.1*t })
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 0.1, f.Slope, 0.01)
 		require.Greater(t, f.Rate, 5+0.1*(300+60), "sized for the rate at the end of the lead time")
@@ -185,7 +185,7 @@ func TestAheadState_Forecast(t *testing.T) {
 	t.Run("rising, under three buckets: the intervals' line", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 45, func(t float64) float64 { return 5 + 0.1*t }) // 1.5 buckets
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 0.1, f.Slope, 0.01)
 		require.Greater(t, f.Rate, f.Level+0.1*65, "the rise over the lead time added")
@@ -193,7 +193,7 @@ func TestAheadState_Forecast(t *testing.T) {
 	t.Run("bursty start, under three buckets: the intervals' spread", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 45, func(t float64) float64 { return []float64{0, 30, 0, 0, 40, 0, 0, 50, 0}[int(t/5)] })
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Greater(t, f.Spread, 10.0, "bursts far beyond Poisson noise")
 		require.Greater(t, f.Rate, f.Level+f.Burst+5, "the intervals' spread adds to the bursts within the buckets")
@@ -204,7 +204,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		for now := 505.0; now <= 540; now += 5 { // 200 s unobserved, then a higher level
 			a.record(now, 5, 20*5, 3000, 300)
 		}
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 0, f.Slope, 1e-9, "the level before the gap is no trend")
 		require.InDelta(t, 20, f.Rate, 1e-9)
@@ -213,7 +213,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		sinusoid := func(t float64) float64 { return 16 - 14*math.Cos(2*math.Pi*t/300) } // 2–30 req/s, peak at 150 s
 		feed(&a, 170, sinusoid)
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Positive(t, f.LineRise, "the line through the window still rises")
 		require.Less(t, f.Bend, f.LineRise)
@@ -225,7 +225,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		sinusoid := func(t float64) float64 { return 32.75 - 23.75*math.Cos(2*math.Pi*t/300) } // 9–56.5 req/s, trough at 300 s
 		feed(&a, 330, sinusoid)
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Negative(t, f.Slope, "the line through the window still falls")
 		require.Positive(t, f.Trough)
@@ -241,49 +241,14 @@ func TestAheadState_Forecast(t *testing.T) {
 		require.True(t, ok)
 		require.InDelta(t, 3, rise, 1e-9, "no higher than the headroom to the history's highest rate")
 	})
-	t.Run("a rise speeding up: along its slope now, not the line's mean slope, on an aggregated pool", func(t *testing.T) {
-		rr := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) } // rr-5-45: 5–45 req/s, from its trough at 0 s
-		a := AheadState{BucketS: 30}
-		feed(&a, 100, rr)
-		line, ok := a.forecast(65, 5, false)
-		require.True(t, ok)
-		require.Zero(t, line.Speeding, "not asked for: a disaggregated deployment's forecast")
-		require.Zero(t, line.SpeedingLine)
-		f, ok := a.forecast(65, 5, true)
-		require.True(t, ok)
-		require.Positive(t, f.Speeding)
-		margin := math.Hypot(aheadQuantileZ*f.Spread, f.Burst)
-		require.InDelta(t, line.Rate-margin-f.Level, f.SpeedingLine, 1e-9, "the line's rise, replaced")
-		require.InDelta(t, f.Level+f.Speeding+margin, f.Rate, 1e-9)
-		require.Greater(t, f.Speeding, 1.5*f.SpeedingLine, "the slope now is about twice the window's mean slope")
-		require.Less(t, f.Level+f.Speeding, rr(100+65), "the tangent stays under the convex rise")
-		require.Greater(t, f.Level+f.Speeding, rr(100+65)-5, "and lags it by less than the line's forecast of %.1f", f.Level+f.SpeedingLine)
-		require.Less(t, f.Level+f.SpeedingLine, rr(100+65)-5)
-	})
-	t.Run("a rise at a constant slope, or slowing down, is not speeding up", func(t *testing.T) {
-		for name, rate := range map[string]func(float64) float64{
-			"a ramp":      func(t float64) float64 { return 5 + 0.1*t },
-			"past a turn": func(t float64) float64 { return 16 - 14*math.Cos(2*math.Pi*t/300) }, // read at 170 s, past its peak at 150 s
-		} {
-			a := AheadState{BucketS: 30}
-			feed(&a, 170, rate)
-			f, ok := a.forecast(65, 5, true)
-			require.True(t, ok, name)
-			require.Zero(t, f.Speeding, name)
-		}
-	})
 	t.Run("a fall that levels off is no trough", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 250, func(t float64) float64 {
 			return math.Max(5, 50-0.3*t) + []float64{0, 1, -1, 0.5, 1.5, -0.5}[int(t/5)%6] // Poisson-sized noise
 		})
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Zero(t, f.Trough, "the noise after the lowest point is no rise")
-		f, ok = a.forecast(65, 5, true)
-		require.True(t, ok)
-		require.Zero(t, f.Trough)
-		require.Zero(t, f.Speeding, "nor a rise speeding up: its lowest point is inside the window")
 	})
 	t.Run("a step after a fall: the step, not a rise from a trough", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
@@ -297,7 +262,7 @@ func TestAheadState_Forecast(t *testing.T) {
 				return 25
 			}
 		})
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 25, f.Step, 1e-9)
 		require.Zero(t, f.Trough)
@@ -311,7 +276,7 @@ func TestAheadState_Forecast(t *testing.T) {
 			}
 			return 5 + 0.3*(t-150)
 		})
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.Positive(t, f.Trough)
 		require.InDelta(t, a.highestRate(), f.Level+f.Trough, 1e-9, "the rise's line over the horizon, 0.3 req/s per s, would pass 35")
@@ -424,7 +389,7 @@ func TestAheadState_Forecast(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := AheadState{BucketS: 30}
 			feed(&a, 300, tc.rate)
-			f, ok := a.forecast(65, 5, false)
+			f, ok := a.forecast(65, 5)
 			require.True(t, ok)
 			require.Positive(t, f.Slope)
 			require.Zero(t, f.Bend)
@@ -440,7 +405,7 @@ func TestAheadState_Forecast(t *testing.T) {
 			}
 			return 2
 		})
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 40, f.Step, 1e-9)
 		require.Zero(t, f.Slope)
@@ -461,7 +426,7 @@ func TestAheadState_Forecast(t *testing.T) {
 			}
 			return 0
 		})
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 10, f.Level, 1e-9)
 		poisson := aheadQuantileZ * math.Sqrt(10.0/5) // the part of the excess Poisson arrivals would have
@@ -473,14 +438,14 @@ func TestAheadState_Forecast(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
 		feed(&a, 1500, wave)
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		require.InDelta(t, 600, f.PeriodS, 30)
 		require.Greater(t, f.Seasonal, wave(1500+30), "the period predicts the rise")
 	})
 	t.Run("nothing yet", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
-		_, ok := a.forecast(65, 5, false)
+		_, ok := a.forecast(65, 5)
 		require.False(t, ok)
 	})
 }
@@ -1040,7 +1005,7 @@ func TestAheadState_ShortHistoryPeriodNotFollowed(t *testing.T) {
 	pattern := func(t float64) float64 { return rates[min(len(rates)-1, int(t/5))] }
 	a := AheadState{BucketS: 5}
 	feed(&a, 70, pattern)
-	f, ok := a.forecast(12, 5, false)
+	f, ok := a.forecast(12, 5)
 	require.True(t, ok)
 	require.Equal(t, 35.0, f.PeriodS, "the 35 s lag is found")
 	require.GreaterOrEqual(t, f.Correlation, aheadTrustedCorrelation, "and it is high")
@@ -1049,7 +1014,7 @@ func TestAheadState_ShortHistoryPeriodNotFollowed(t *testing.T) {
 	// The same pattern for ten minutes: now it is a period.
 	b := AheadState{BucketS: 5}
 	feed(&b, 600, func(t float64) float64 { return rates[int(t/5)%len(rates)] })
-	f, ok = b.forecast(12, 5, false)
+	f, ok = b.forecast(12, 5)
 	require.True(t, ok)
 	require.True(t, f.Trusted, "r %.2f", f.Correlation)
 }
@@ -1100,7 +1065,7 @@ func TestAheadState_PeriodAfterOneAndAHalf(t *testing.T) {
 			}
 			require.InDelta(t, 20, lag, within, "r %.2f over %d pairs", acf, pairs)
 			require.LessOrEqual(t, acf, 1.0+1e-9, "a correlation")
-			f, ok := a.forecast(65, 5, false)
+			f, ok := a.forecast(65, 5)
 			require.True(t, ok)
 			require.Equal(t, tc.trusted, f.Trusted, "r %.2f over %d pairs", acf, pairs)
 		})
@@ -1165,7 +1130,7 @@ func TestAheadState_SeasonalScaleWholePeriods(t *testing.T) {
 		feed(&a, until, grown)
 		lag, _, _, ok := a.period()
 		require.True(t, ok)
-		f, ok := a.forecast(65, 5, false)
+		f, ok := a.forecast(65, 5)
 		require.True(t, ok)
 		from, to := a.bucketsAhead(65)
 		if !f.Trusted {
@@ -1190,7 +1155,7 @@ func TestAheadState_ForecastFollowsTrustedPeriod(t *testing.T) {
 	a := AheadState{BucketS: 30}
 	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
 	feed(&a, 1560, wave) // 60 s past the third peak
-	f, ok := a.forecast(65, 5, false)
+	f, ok := a.forecast(65, 5)
 	require.True(t, ok)
 	require.True(t, f.Trusted)
 	require.Less(t, f.Rate, f.Level)
@@ -1223,7 +1188,7 @@ func TestAheadState_ForecastPeriodHorizon(t *testing.T) {
 	// buckets the next 65 s fall in ([1380, 1470) s), not one more.
 	a := AheadState{BucketS: 30}
 	feed(&a, 1380, wave)
-	f, ok := a.forecast(65, 5, false)
+	f, ok := a.forecast(65, 5)
 	require.True(t, ok)
 	require.True(t, f.Trusted)
 	require.Greater(t, f.Seasonal, wave(1440))
@@ -1236,7 +1201,7 @@ func TestAheadState_ForecastPeriodHorizon(t *testing.T) {
 		}
 		return 0
 	})
-	f, ok = b.forecast(65, 5, false)
+	f, ok = b.forecast(65, 5)
 	require.True(t, ok)
 	require.Greater(t, f.Seasonal, wave(1470))
 }
@@ -1478,7 +1443,7 @@ func TestAheadState_ForecastMiss(t *testing.T) {
 
 	// The forecast adds its misses unless it follows a period (which adds its own).
 	a := history(func(int) float64 { return 8 })
-	f, ok := a.forecast(lead, interval, false)
+	f, ok := a.forecast(lead, interval)
 	require.True(t, ok)
 	require.False(t, f.Trusted, "a flat rate has no period")
 	require.InDelta(t, 2, f.Missed, 1e-9)
@@ -1531,7 +1496,7 @@ func TestForecast_Fall(t *testing.T) {
 	t.Run("a clear fall: the line's, over the horizon", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 300, func(t float64) float64 { return 50 - t/10 })
-		f, ok := a.forecast(lead, interval, false)
+		f, ok := a.forecast(lead, interval)
 		require.True(t, ok)
 		require.Less(t, f.Slope, 0.0)
 		require.InDelta(t, -f.Slope*a.horizon(lead, interval), f.Fall, 1e-9)
@@ -1541,7 +1506,7 @@ func TestForecast_Fall(t *testing.T) {
 	t.Run("a bend: the parabola's slope at the newest interval", func(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		feed(&a, 300, func(t float64) float64 { return 50 - 0.0005*(t-100)*(t-100) }) // a peak at 100 s
-		f, ok := a.forecast(lead, interval, false)
+		f, ok := a.forecast(lead, interval)
 		require.True(t, ok)
 		slope := -0.001 * (297.5 - 100) // the rate's slope at the newest interval's middle
 		require.InDelta(t, -slope*a.horizon(lead, interval), f.Fall, 1e-6)
@@ -1554,7 +1519,7 @@ func TestForecast_Fall(t *testing.T) {
 		// window's five buckets the fall is within chance, through its 26 intervals it is not.
 		rate := func(t float64) float64 { return 40 - t/20 + 3*float64(1-2*(int(t/30)%2)) }
 		feed(&a, 300, rate)
-		f, ok := a.forecast(lead, interval, false)
+		f, ok := a.forecast(lead, interval)
 		require.True(t, ok)
 		var xs, ys []float64
 		for i := len(a.Count) - 1; i >= 0 && float64(len(a.Count)-1-i)*a.BucketS < a.trendWindow(lead); i-- {
@@ -1572,7 +1537,7 @@ func TestForecast_Fall(t *testing.T) {
 		a := AheadState{BucketS: 30}
 		noise := []float64{1.5, -2, 0.5, 2, -1, -0.5, 1, -1.5, 2, -2}
 		feed(&a, 300, func(t float64) float64 { return 20 + noise[int(t/5)%len(noise)] })
-		f, ok := a.forecast(lead, interval, false)
+		f, ok := a.forecast(lead, interval)
 		require.True(t, ok)
 		require.Zero(t, f.Fall, "slope %.4f", f.Slope)
 	})
