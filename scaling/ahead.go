@@ -1303,7 +1303,7 @@ func (t *tick) ahead() Decision {
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
 	for _, c := range t.pools() {
-		n := need[c]
+		n := t.holdNeed(c, need[c])
 		if first {
 			// The deployment found at the start was sized for the traffic before the
 			// history: it counts as what the first bucket needed, so demand that comes back
@@ -1313,6 +1313,16 @@ func (t *tick) ahead() Decision {
 		a.recordNeed(c, n)
 	}
 	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.bursty(), t.fallingHold(f))
+}
+
+// holdNeed is pool c's need at this tick as the scale-down holds record it: without the
+// engines an aggregated pool's requests-held floor added to it (heldFloorExcess), at least
+// the pool's min_endpoint.
+func (t *tick) holdNeed(c Component, need int) int {
+	if c != Decode || t.heldFloorExcess <= 0 {
+		return need
+	}
+	return max(need-t.heldFloorExcess, t.minEndpoint(c))
 }
 
 // fallingHold reports whether a scale-down holds for one bucket because the forecast falls
@@ -1965,7 +1975,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		if c == Decode {
 			hist = &t.st.StabilizationDecode
 		}
-		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: need[c]}, t.in.Now-lead)
+		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: t.holdNeed(c, need[c])}, t.in.Now-lead)
 		cur, n := t.provisioned(c), need[c]
 		if first := t.st.Ahead.trendWindow(lead); n < cur && observed < first {
 			d.note(fmt.Sprintf("ahead: %s not scaled down: %.0f s of traffic observed, less than the %.0f s the forecast's spread is measured over", c, observed, first))

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -355,6 +356,7 @@ func TestAhead_AggHeldFloorAfterALeadTime(t *testing.T) {
 	cold, note := sized(diag)
 	require.GreaterOrEqual(t, cold, 5, "80 requests over a batch of about 13: %s", note)
 	require.Regexp(t, `80 requests held at the 90% quantile, which ask for \d+ engines, not capped at twice the \d+ the rate and the waits need: 5 s of live traffic, less than the 65 s lead time`, note)
+	require.NotContains(t, note, "the holds record", "within the first lead time the holds keep the floor's engines too")
 
 	// A lead time of live traffic later, the same requests held ask for at most twice what
 	// the rate (5 req/s: one engine) and the waits need.
@@ -651,6 +653,89 @@ func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
 			}
 			ready := float64(*in.Workers.ReadyDecode)
 			require.InDelta(t, rate/ready, next.Ahead.DecodeEdgeRPS, 0.5, "the arrivals over the engines ready")
+		})
+	}
+}
+
+// TestAhead_AggHeldFloorNotHeldOnCalmArrivals: past the first lead time, on calm arrivals,
+// the engines an aggregated pool's requests-held floor adds are released as soon as the floor
+// stops asking for them — the scale-down holds record the need without them. On bursty
+// arrivals they are held like any other need.
+func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
+	holdsKeep := regexp.MustCompile(`requests held at the 90% quantile, which ask for \d+ engines[^;]*; the holds record (\d+), not the (\d+) engines more for the requests held`)
+	for _, tc := range []struct {
+		name string
+		rate func(now float64) float64 // req/s, 1 on average
+		calm bool
+	}{
+		{"calm", func(float64) float64 { return 1 }, true},
+		{"bursty", func(now float64) float64 { return []float64{0, 0, 3}[int(now/5)%3] }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aggAheadPlanner(t)
+			in := func(now float64, ready, expected int, held int64) Input {
+				in := aheadInput(now, 0, ready, 0, expected, tc.rate(now))
+				for i := range ready {
+					if held > 0 {
+						in.FPM.Decode = append(in.FPM.Decode, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("a%d", i), WallTime: 0.02,
+							Scheduled: perf.ScheduledRequests{NumDecodeRequests: held / int64(ready)}})
+					}
+				}
+				return in
+			}
+			lead := p.cfg.StartupPriorSeconds() + 5
+			now := 5.0
+			for ; now <= 3*lead; now += 5 { // past the trend window, on 2 engines
+				decideAndSubmit(t, p, &st, in(now, 2, 2, 0))
+			}
+			// Two ticks with 80 requests held (the lead time's 90% quantile needs two): the
+			// floor raises the pool; on calm arrivals the holds are told to keep the rate's need.
+			floor, told := 0, false
+			for range 2 {
+				dec, diag := decideAndSubmit(t, p, &st, in(now, 2, 2, 80))
+				now += 5
+				if d := dec.Decode; d != nil {
+					floor = *d
+				}
+				if m := holdsKeep.FindStringSubmatch(strings.Join(diag.Notes, "\n")); m != nil {
+					told = true
+					keep, err := strconv.Atoi(m[1])
+					require.NoError(t, err)
+					added, err := strconv.Atoi(m[2])
+					require.NoError(t, err)
+					require.Positive(t, added)
+					require.Equal(t, floor, keep+added, "the decision is the rate's need plus the floor's engines")
+				}
+			}
+			require.Greater(t, floor, 2, "the requests held raised the pool")
+			require.Equal(t, tc.calm, told)
+			// The engines start (ready a startup later) and hold nothing: while the lead
+			// time's quantile still holds the requests, the floor keeps its engines. At the
+			// first tick it no longer asks for them, on calm arrivals the pool goes back to
+			// what the rate needs; on bursty ones the holds keep them.
+			ordered := now - 5
+			for ; ; now += 5 {
+				require.Less(t, now, 6*lead, "the floor never stopped asking")
+				ready := 2
+				if now >= ordered+p.cfg.StartupPriorSeconds() {
+					ready = floor
+				}
+				dec, diag := decideAndSubmit(t, p, &st, in(now, ready, floor, 0))
+				note := strings.Join(diag.Notes, "\n")
+				if strings.Contains(note, "which ask for") {
+					require.Nil(t, dec.Decode, "at %.0f s, while the floor asks: %s", now, note)
+					continue
+				}
+				if !tc.calm {
+					require.Nil(t, dec.Decode, "at %.0f s: %s", now, note)
+					require.Equal(t, ReasonScaleDownStabilizing, diag.LoadReasonDecode)
+					break
+				}
+				require.NotNil(t, dec.Decode, "at %.0f s the floor's engines are released at once: %s (%s)", now, note, diag.LoadReasonDecode)
+				require.Less(t, *dec.Decode, floor)
+				require.Equal(t, ReasonScaleDown, diag.LoadReasonDecode)
+				break
+			}
 		})
 	}
 }

@@ -398,6 +398,10 @@ type tick struct {
 	// aheadLengthSeconds mean beyond their noise (promptShift; the sizing then takes their
 	// mean): an aggregated pool is not scaled down at this tick (aheadDecide).
 	promptsLonger bool
+	// heldFloorExcess is how many engines the aggregated pool's requests-held floor added
+	// to its need at this tick, past the first lead time of live traffic, on calm arrivals
+	// (aheadAggSize): the holds do not record them (holdNeed).
+	heldFloorExcess int
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).
 	readied map[Component]bool
