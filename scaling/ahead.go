@@ -153,8 +153,9 @@ type AheadState struct {
 	Recent       []float64 `json:"recent"`
 	RecentBucket []int     `json:"recent_bucket"`
 	// NeedPrefill and NeedDecode are the highest count each pool needed in each bucket
-	// (aligned with Count): when demand that needed more came back after a quiet gap, a
-	// scale-down waits out such a gap.
+	// (aligned with Count), as the scale-down holds record it (holdNeed: without the engines
+	// an aggregated pool's requests-held floor adds on calm arrivals): when demand that
+	// needed more came back after a quiet gap, a scale-down waits out such a gap.
 	NeedPrefill []int `json:"need_prefill,omitempty"`
 	NeedDecode  []int `json:"need_decode,omitempty"`
 	// PrefillService and DecodeBatch are the perf model's prefill service time and decode
@@ -916,7 +917,8 @@ func (a *AheadState) needs(c Component) *[]int {
 	return &a.NeedPrefill
 }
 
-// recordNeed notes that pool c needed n engines in the newest bucket.
+// recordNeed notes that pool c needed n engines in the newest bucket (as the holds record
+// it: holdNeed).
 func (a *AheadState) recordNeed(c Component, n int) {
 	h := a.needs(c)
 	for len(*h) < len(a.Count) {
@@ -1297,6 +1299,15 @@ func (t *tick) ahead() Decision {
 		if h > 0 {
 			need[c] += h
 			why[1+i] += fmt.Sprintf(" + %d for the SLO (%.1f%% of recent requests in intervals over it)", h, 100*t.feedback(c).share())
+			if c == Decode && t.heldFloorExcess > 0 {
+				// The headroom on the requests-held floor's engines is not recorded for the
+				// holds either: the holds record the headroom on the need without them.
+				base := need[c] - h - t.heldFloorExcess
+				if share := h - min(h, t.feedback(c).headroomFor(base)); share > 0 {
+					t.heldFloorExcess += share
+					why[1+i] += fmt.Sprintf(" (%d of them on the engines for the requests held, not recorded for the holds either)", share)
+				}
+			}
 		} else {
 			why[1+i] += fmt.Sprintf(" (the SLO's headroom of %d does not fit the GPU budget)", extra[c])
 		}
@@ -1315,9 +1326,10 @@ func (t *tick) ahead() Decision {
 	return t.aheadDecide(need, lead, f.Trusted, f.foreseen(), f.bursty(), t.fallingHold(f))
 }
 
-// holdNeed is pool c's need at this tick as the scale-down holds record it: without the
-// engines an aggregated pool's requests-held floor added to it (heldFloorExcess), at least
-// the pool's min_endpoint.
+// holdNeed is pool c's need at this tick as the scale-down holds record it (the lead time's
+// stabilization history, and the per-bucket needs the quiet-gap and bursty holds read):
+// without the engines an aggregated pool's requests-held floor added to it on calm arrivals,
+// and the SLO headroom on them (heldFloorExcess), at least the pool's min_endpoint.
 func (t *tick) holdNeed(c Component, need int) int {
 	if c != Decode || t.heldFloorExcess <= 0 {
 		return need
@@ -1964,7 +1976,7 @@ func (t *tick) provisioned(c Component) int {
 // not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
 // never for a pool whose observed latency breaks its SLA, nor, for an aggregated pool, while
 // the newest prompts are longer than the aheadLengthSeconds mean (promptShift); then the GPU
-// budget.
+// budget. The holds read the needs as holdNeed records them.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty, falling bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic

@@ -431,7 +431,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 		}
 		if excess := min(h, limit) - min(n, limit); excess > 0 && live >= lead && !f.bursty() {
 			t.heldFloorExcess = excess
-			heldNote += fmt.Sprintf("; the holds record %d, not the %d engines more for the requests held", min(n, limit), excess)
+			heldNote += fmt.Sprintf("; the holds record %d, without the %d engines more for the requests held", min(n, limit), excess)
 		}
 		n = min(h, limit)
 	}

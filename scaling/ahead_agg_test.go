@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -382,6 +383,7 @@ func TestAhead_AggHeldFloorAfterALeadTime(t *testing.T) {
 	require.Equal(t, 2*rateNeed, top)
 	require.Greater(t, asked, top, note)
 	require.Equal(t, top, capped, "capped at twice the rate's need")
+	require.Contains(t, note, fmt.Sprintf("; the holds record %d, without the %d engines more for the requests held", rateNeed, top-rateNeed))
 
 	// A warmed history covers more than a lead time from the start, but only its live
 	// seconds count: a warmed planner's first tick is not capped either.
@@ -662,14 +664,17 @@ func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
 // stops asking for them — the scale-down holds record the need without them. On bursty
 // arrivals they are held like any other need.
 func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
-	holdsKeep := regexp.MustCompile(`requests held at the 90% quantile, which ask for \d+ engines[^;]*; the holds record (\d+), not the (\d+) engines more for the requests held`)
+	holdsRecord := regexp.MustCompile(`requests held at the 90% quantile[^;]*; the holds record (\d+), without the (\d+) engines more for the requests held`)
+	heldNow := regexp.MustCompile(`(\d+) requests held at the 90% quantile`)
 	for _, tc := range []struct {
 		name string
 		rate func(now float64) float64 // req/s, 1 on average
+		held int64                     // requests held at the two ticks
 		calm bool
 	}{
-		{"calm", func(float64) float64 { return 1 }, true},
-		{"bursty", func(now float64) float64 { return []float64{0, 0, 3}[int(now/5)%3] }, false},
+		{"calm, the floor capped at twice the rate's need", func(float64) float64 { return 1 }, 80, true},
+		{"calm, the floor under that cap", func(float64) float64 { return 1 }, 6, true},
+		{"bursty", func(now float64) float64 { return []float64{0, 0, 3}[int(now/5)%3] }, 80, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, st := aggAheadPlanner(t)
@@ -688,27 +693,36 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 			for ; now <= 3*lead; now += 5 { // past the trend window, on 2 engines
 				decideAndSubmit(t, p, &st, in(now, 2, 2, 0))
 			}
-			// Two ticks with 80 requests held (the lead time's 90% quantile needs two): the
-			// floor raises the pool; on calm arrivals the holds are told to keep the rate's need.
-			floor, told := 0, false
+			// Two ticks with the requests held (the lead time's 90% quantile needs two): the
+			// floor raises the pool; on calm arrivals the holds are told to keep the rate's
+			// need, and record it.
+			floor, keep, told := 0, 0, false
 			for range 2 {
-				dec, diag := decideAndSubmit(t, p, &st, in(now, 2, 2, 80))
+				dec, diag := decideAndSubmit(t, p, &st, in(now, 2, 2, tc.held))
 				now += 5
 				if d := dec.Decode; d != nil {
 					floor = *d
 				}
-				if m := holdsKeep.FindStringSubmatch(strings.Join(diag.Notes, "\n")); m != nil {
+				note := strings.Join(diag.Notes, "\n")
+				if m := holdsRecord.FindStringSubmatch(note); m != nil {
 					told = true
-					keep, err := strconv.Atoi(m[1])
+					var err error
+					keep, err = strconv.Atoi(m[1])
 					require.NoError(t, err)
 					added, err := strconv.Atoi(m[2])
 					require.NoError(t, err)
 					require.Positive(t, added)
-					require.Equal(t, floor, keep+added, "the decision is the rate's need plus the floor's engines")
+					require.Equal(t, floor, keep+added, "the decision is the rate's need plus the floor's engines: %s", note)
 				}
 			}
 			require.Greater(t, floor, 2, "the requests held raised the pool")
 			require.Equal(t, tc.calm, told)
+			recorded := slices.Max(st.Ahead.NeedDecode[len(st.Ahead.NeedDecode)-2:])
+			if tc.calm {
+				require.Equal(t, keep, recorded, "the buckets' needs the quiet-gap and bursty holds read")
+			} else {
+				require.Equal(t, floor, recorded)
+			}
 			// The engines start (ready a startup later) and hold nothing: while the lead
 			// time's quantile still holds the requests, the floor keeps its engines. At the
 			// first tick it no longer asks for them, on calm arrivals the pool goes back to
@@ -722,7 +736,9 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 				}
 				dec, diag := decideAndSubmit(t, p, &st, in(now, ready, floor, 0))
 				note := strings.Join(diag.Notes, "\n")
-				if strings.Contains(note, "which ask for") {
+				m := heldNow.FindStringSubmatch(note)
+				require.Len(t, m, 2, note)
+				if m[1] != "0" {
 					require.Nil(t, dec.Decode, "at %.0f s, while the floor asks: %s", now, note)
 					continue
 				}
@@ -732,7 +748,7 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 					break
 				}
 				require.NotNil(t, dec.Decode, "at %.0f s the floor's engines are released at once: %s (%s)", now, note, diag.LoadReasonDecode)
-				require.Less(t, *dec.Decode, floor)
+				require.Equal(t, keep, *dec.Decode, "to the need the holds recorded")
 				require.Equal(t, ReasonScaleDown, diag.LoadReasonDecode)
 				break
 			}

@@ -98,7 +98,13 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	case share < aheadMissBudget/2 && f.Headroom > 0 && now-f.ChangedAt >= window:
 		f.Headroom, f.ChangedAt = math.Max(0, f.Headroom-aheadHeadroomStep), now
 	}
-	if f.Headroom <= 0 || n <= 0 {
+	return f.headroomFor(n)
+}
+
+// headroomFor is the engines the headroom adds to a need of n: at least one while there is
+// any, none without.
+func (f *SLOFeedback) headroomFor(n int) int {
+	if f == nil || f.Headroom <= 0 || n <= 0 {
 		return 0
 	}
 	return max(1, int(math.Ceil(f.Headroom*float64(n)-1e-9)))
