@@ -400,7 +400,8 @@ type tick struct {
 	promptsLonger bool
 	// heldFloorExcess is how many engines the aggregated pool's requests-held floor added
 	// to its need at this tick, past the first lead time of live traffic, on calm arrivals
-	// (aheadAggSize): the holds do not record them (holdNeed).
+	// (aheadAggSize), plus the SLO headroom's share on them (tick.ahead): the holds do not
+	// record them (holdNeed).
 	heldFloorExcess int
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).
