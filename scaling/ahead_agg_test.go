@@ -661,20 +661,24 @@ func TestAhead_AggEdgeWhileEnginesStart(t *testing.T) {
 
 // TestAhead_AggHeldFloorNotHeldOnCalmArrivals: past the first lead time, on calm arrivals,
 // the engines an aggregated pool's requests-held floor adds are released as soon as the floor
-// stops asking for them — the scale-down holds record the need without them. On bursty
-// arrivals they are held like any other need.
+// stops asking for them — the scale-down holds record the need without them, and with the
+// SLO feedback's headroom on the need without them only. On bursty arrivals they are held
+// like any other need.
 func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 	holdsRecord := regexp.MustCompile(`requests held at the 90% quantile[^;]*; the holds record (\d+), without the (\d+) engines more for the requests held`)
 	heldNow := regexp.MustCompile(`(\d+) requests held at the 90% quantile`)
+	headroomNote := regexp.MustCompile(`\+ (\d+) for the SLO \([^)]*\) \((\d+) of them on the engines for the requests held, not recorded for the holds either\)`)
 	for _, tc := range []struct {
-		name string
-		rate func(now float64) float64 // req/s, 1 on average
-		held int64                     // requests held at the two ticks
-		calm bool
+		name     string
+		rate     func(now float64) float64 // req/s, 1 on average
+		held     int64                     // requests held at the two ticks
+		calm     bool
+		headroom float64 // the SLO feedback's headroom on the decode pool's need
 	}{
-		{"calm, the floor capped at twice the rate's need", func(float64) float64 { return 1 }, 80, true},
-		{"calm, the floor under that cap", func(float64) float64 { return 1 }, 6, true},
-		{"bursty", func(now float64) float64 { return []float64{0, 0, 3}[int(now/5)%3] }, 80, false},
+		{"calm, the floor capped at twice the rate's need", func(float64) float64 { return 1 }, 80, true, 0},
+		{"calm, the floor under that cap", func(float64) float64 { return 1 }, 6, true, 0},
+		{"calm, the floor capped, with SLO headroom", func(float64) float64 { return 1 }, 80, true, 0.5},
+		{"bursty", func(now float64) float64 { return []float64{0, 0, 3}[int(now/5)%3] }, 80, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, st := aggAheadPlanner(t)
@@ -692,6 +696,11 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 			now := 5.0
 			for ; now <= 3*lead; now += 5 { // past the trend window, on 2 engines
 				decideAndSubmit(t, p, &st, in(now, 2, 2, 0))
+			}
+			if tc.headroom > 0 {
+				// Set now and not lowered for the feedback's window (no interval is over
+				// the SLA here, so none raises it either).
+				st.Ahead.FeedbackDecode = &SLOFeedback{Seen: 10, Headroom: tc.headroom, ChangedAt: now}
 			}
 			// Two ticks with the requests held (the lead time's 90% quantile needs two): the
 			// floor raises the pool; on calm arrivals the holds are told to keep the rate's
@@ -712,7 +721,22 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 					added, err := strconv.Atoi(m[2])
 					require.NoError(t, err)
 					require.Positive(t, added)
-					require.Equal(t, floor, keep+added, "the decision is the rate's need plus the floor's engines: %s", note)
+					sloAdded, sloNotHeld := 0, 0
+					if tc.headroom > 0 {
+						h := headroomNote.FindStringSubmatch(note)
+						require.Len(t, h, 3, "the headroom on the floor's engines is named: %s", note)
+						sloAdded, err = strconv.Atoi(h[1])
+						require.NoError(t, err)
+						sloNotHeld, err = strconv.Atoi(h[2])
+						require.NoError(t, err)
+						want := (&SLOFeedback{Headroom: tc.headroom}).headroomFor(keep)
+						require.Equal(t, want, sloAdded-sloNotHeld, "the holds keep the headroom on the rate's need only: %s", note)
+						require.Positive(t, sloNotHeld)
+					} else {
+						require.NotContains(t, note, "for the SLO")
+					}
+					require.Equal(t, floor, keep+added+sloAdded, "the decision is the rate's need, the floor's engines and the SLO's headroom on both: %s", note)
+					keep += sloAdded - sloNotHeld // what the holds record
 				}
 			}
 			require.Greater(t, floor, 2, "the requests held raised the pool")
@@ -720,6 +744,7 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 			recorded := slices.Max(st.Ahead.NeedDecode[len(st.Ahead.NeedDecode)-2:])
 			if tc.calm {
 				require.Equal(t, keep, recorded, "the buckets' needs the quiet-gap and bursty holds read")
+				require.Equal(t, keep, st.StabilizationDecode[len(st.StabilizationDecode)-1].Replicas, "the lead time's hold reads the same")
 			} else {
 				require.Equal(t, floor, recorded)
 			}
