@@ -447,18 +447,18 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 	// 3. Time the pass and fill its FPM.
 	var pb PrefillBatch
 	var db DecodeBatch
-	var pLen, dKV welford
+	var pLen, dKV moments
 	for i := range e.sched {
 		sc := &e.sched[i]
 		if sc.decode {
 			db.NumRequests++
 			db.SumContext += sc.s.seqLen
-			dKV.add(float64(sc.s.seqLen))
+			dKV.add(sc.s.seqLen)
 		} else {
 			pb.NumRequests++
 			pb.NewTokens += sc.n
 			pb.CachedTokens += sc.computed
-			pLen.add(float64(sc.s.isl))
+			pLen.add(sc.s.isl)
 		}
 	}
 	activeKV := 0
