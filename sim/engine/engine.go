@@ -447,7 +447,8 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 	// 3. Time the pass and fill its FPM.
 	var pb PrefillBatch
 	var db DecodeBatch
-	var pLen, dKV moments
+	var pLen welford // the ahead policy reads its variance
+	var dKV moments
 	for i := range e.sched {
 		sc := &e.sched[i]
 		if sc.decode {
@@ -458,7 +459,7 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 			pb.NumRequests++
 			pb.NewTokens += sc.n
 			pb.CachedTokens += sc.computed
-			pLen.add(sc.s.isl)
+			pLen.add(float64(sc.s.isl))
 		}
 	}
 	activeKV := 0

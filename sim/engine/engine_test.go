@@ -453,9 +453,11 @@ func TestDeterminism(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	var m moments
+	var w welford
 	xs := []int{1_000_000, 1_000_001, 1_000_003, 999_990, 5}
 	for _, x := range xs {
 		m.add(x)
+		w.add(float64(x))
 	}
 	mean, ss := 0.0, 0.0
 	for _, x := range xs {
@@ -466,6 +468,7 @@ func TestStats(t *testing.T) {
 		ss += (float64(x) - mean) * (float64(x) - mean)
 	}
 	require.InDelta(t, ss/5, m.variance(), 1e-9*ss/5)
+	require.InDelta(t, ss/5, w.variance(), 1e-9*ss/5)
 	m.remove(5)
 	require.InDelta(t, 25.25, m.variance(), 1e-12, "exact after removal despite the 1e12 squares")
 	m.remove(1_000_000)
