@@ -729,8 +729,9 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 						require.NoError(t, err)
 						sloNotHeld, err = strconv.Atoi(h[2])
 						require.NoError(t, err)
-						want := (&SLOFeedback{Headroom: tc.headroom}).headroomFor(keep)
-						require.Equal(t, want, sloAdded-sloNotHeld, "the holds keep the headroom on the rate's need only: %s", note)
+						f := &SLOFeedback{Headroom: tc.headroom}
+						require.Equal(t, f.headroomFor(keep+added), sloAdded, "the headroom is a share of the whole need: %s", note)
+						require.Equal(t, f.headroomFor(keep), sloAdded-sloNotHeld, "the holds keep the headroom on the rate's need only: %s", note)
 						require.Positive(t, sloNotHeld)
 					} else {
 						require.NotContains(t, note, "for the SLO")
