@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -36,6 +37,7 @@ type simulateOptions struct {
 	baselines                    string
 	startup, mode                string
 	router, prefixCache          string
+	seed                         string
 	goodputTarget                float64
 	sloGoodput                   float64
 	sweep, predictors            string
@@ -60,6 +62,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's)")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
 	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
+	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again (default: the scenario's)")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off)")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.Float64Var(&o.sloGoodput, "slo-goodput", 0, "goodput the policies are held to; above the goodput target, the oracle and the static search also run at it (the slo-oracle and slo-static rows; default: the scenario's, 0.95)")
@@ -183,6 +186,16 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	}
 	if o.router != "" {
 		sc.Router = router.Mode(o.router)
+	}
+	if o.seed != "" {
+		seed, err := strconv.ParseUint(o.seed, 10, 64)
+		if err != nil {
+			return evaluate.Plan{}, fmt.Errorf("simulate: --seed %q: want a whole number from 0 to %d", o.seed, uint64(math.MaxUint64))
+		}
+		if sc.Trace.Sinusoid == nil {
+			return evaluate.Plan{}, fmt.Errorf("simulate: --seed: scenario %s replays a trace file, whose arrivals have no seed (only a generated sinusoid trace has one)", sc.Name)
+		}
+		sc.Trace.Sinusoid.Seed = seed
 	}
 	switch o.prefixCache {
 	case "":

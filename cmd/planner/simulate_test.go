@@ -83,6 +83,26 @@ func TestSimulate_Scenario(t *testing.T) {
 	require.NotContains(t, md, "| ahead |", "left out by --baselines")
 }
 
+// TestSimulate_Seed: --seed draws a generated scenario's arrivals again with another seed.
+func TestSimulate_Seed(t *testing.T) {
+	sc := filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml")
+	run := func(args ...string) evaluate.Report {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		err := runSimulate(context.Background(), append([]string{"--scenario", sc, "--out", "", "--baselines", "none",
+			"--policies", "dynamo-default", "--quiet", "--json"}, args...), &stdout, &stderr)
+		require.NoError(t, err, stderr.String())
+		var rep evaluate.Report
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+		return rep
+	}
+	own, again := run(), run("--seed", "2")
+	require.Contains(t, own.Trace, "seed 1", "the scenario's own seed")
+	require.Contains(t, again.Trace, "seed 2")
+	require.NotEqual(t, own.Requests, again.Requests, "other arrivals")
+	require.InDelta(t, own.Requests, again.Requests, 0.02*float64(own.Requests), "the same load")
+}
+
 func TestSimulate_Errors(t *testing.T) {
 	trace := writeMooncake(t)
 	for name, tc := range map[string]struct {
@@ -106,6 +126,10 @@ func TestSimulate_Errors(t *testing.T) {
 			`router mode "random"`},
 		"bad prefix cache": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--prefix-cache", "maybe"},
 			`--prefix-cache "maybe"`},
+		"bad seed": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml"), "--seed", "-1"},
+			`--seed "-1": want a whole number`},
+		"seed of a trace file": {[]string{"--scenario", filepath.Join("..", "..", "scenarios", "azure-code-2023.yaml"), "--seed", "2"},
+			"--seed: scenario azure-code-2023 replays a trace file"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
