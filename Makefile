@@ -89,25 +89,35 @@ CLIENTS_CASES := 10
 # The same benchmark's sources with every case an aggregated deployment (--mode agg), on the same seed:
 # the aggregated sizing was never run on the seeded cases before 2026-11-28.
 AGG_CASES := 10
+# The two sinusoid scenarios' arrivals drawn again with other seeds (planner simulate --seed), scored
+# against the targets like the scenarios: how much of a scenario's result is its one draw.
+SEED_SCENARIOS := sinusoid-rr-5-45 sinusoid-rr-5-45-agg
+ARRIVAL_SEEDS := 2 3 4 5 6
+SEED_FLAGS := --baselines oracle,static,ahead,dynamo-sla --policies ahead,dynamo-sla --quiet
 
 .PHONY: bench-sim
 bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 37 minutes on 2 cores (36m25s on 2026-11-29, 57m with other simulations running beside it; 4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
-	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md; mkdir -p $(BENCH_OUT)
+	@rm -rf $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md \
+		$(BENCH_OUT)/seeds.md $(BENCH_OUT)/seeds; mkdir -p $(BENCH_OUT)/seeds
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
+	@$(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --seed $(n) \
+		--out $(BENCH_OUT)/seeds $(SEED_FLAGS) > /dev/null || exit 1;))
+	@$(TOOLS)/planner targets $(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(BENCH_OUT)/seeds/$(s)-seed$(n).json)) > $(BENCH_OUT)/seeds.md || exit 1
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
 	@$(TOOLS)/planner robustness --sources shapes --cases $(SHAPES_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/shapes.json > $(BENCH_OUT)/shapes.md || exit 1
 	@$(TOOLS)/planner robustness --sources servegen-clients --cases $(CLIENTS_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/clients.json > $(BENCH_OUT)/clients.md || exit 1
 	@$(TOOLS)/planner robustness --mode agg --cases $(AGG_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/agg.json > $(BENCH_OUT)/agg.md || exit 1
 	@$(TOOLS)/planner targets $(foreach s,$(BENCH_SCENARIOS),$(BENCH_OUT)/$(s).json) \
 		$(BENCH_OUT)/robustness.json $(BENCH_OUT)/shapes.json $(BENCH_OUT)/clients.json $(BENCH_OUT)/agg.json > $(BENCH_OUT)/targets.md || exit 1
-	@for m in targets results robust shapes clients agg; do grep -q "<!-- $$m:begin -->" docs/benchmarks.md && grep -q "<!-- $$m:end -->" docs/benchmarks.md \
+	@for m in targets results seeds robust shapes clients agg; do grep -q "<!-- $$m:begin -->" docs/benchmarks.md && grep -q "<!-- $$m:end -->" docs/benchmarks.md \
 		|| { echo "docs/benchmarks.md: the <!-- $$m:begin/end --> markers are missing; nothing rewritten" >&2; exit 1; }; done
-	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md -v k=$(BENCH_OUT)/clients.md -v a=$(BENCH_OUT)/agg.md -v t=$(BENCH_OUT)/targets.md \
-		'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"; while((getline l < h)>0) u=u l "\n"; while((getline l < k)>0) c=c l "\n"; while((getline l < a)>0) x=x l "\n"; while((getline l < t)>0) y=y l "\n"} \
+	@awk -v f=$(BENCH_OUT)/results.md -v g=$(BENCH_OUT)/robust.md -v h=$(BENCH_OUT)/shapes.md -v k=$(BENCH_OUT)/clients.md -v a=$(BENCH_OUT)/agg.md -v t=$(BENCH_OUT)/targets.md -v e=$(BENCH_OUT)/seeds.md \
+		'BEGIN{while((getline l < f)>0) r=r l "\n"; while((getline l < g)>0) q=q l "\n"; while((getline l < h)>0) u=u l "\n"; while((getline l < k)>0) c=c l "\n"; while((getline l < a)>0) x=x l "\n"; while((getline l < t)>0) y=y l "\n"; while((getline l < e)>0) z=z l "\n"} \
 		/<!-- targets:begin -->/{print; printf "%s", y; skip=1; next} /<!-- targets:end -->/{skip=0} \
 		/<!-- results:begin -->/{print; printf "%s", r; skip=1; next} /<!-- results:end -->/{skip=0} \
+		/<!-- seeds:begin -->/{print; printf "%s", z; skip=1; next} /<!-- seeds:end -->/{skip=0} \
 		/<!-- robust:begin -->/{print; printf "%s", q; skip=1; next} /<!-- robust:end -->/{skip=0} \
 		/<!-- shapes:begin -->/{print; printf "%s", u; skip=1; next} /<!-- shapes:end -->/{skip=0} \
 		/<!-- clients:begin -->/{print; printf "%s", c; skip=1; next} /<!-- clients:end -->/{skip=0} \

@@ -62,7 +62,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's)")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
 	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
-	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again (default: the scenario's)")
+	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again, reported as <scenario>-seed<N> (default: the scenario's)")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off)")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.Float64Var(&o.sloGoodput, "slo-goodput", 0, "goodput the policies are held to; above the goodput target, the oracle and the static search also run at it (the slo-oracle and slo-static rows; default: the scenario's, 0.95)")
@@ -196,6 +196,9 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 			return evaluate.Plan{}, fmt.Errorf("simulate: --seed: scenario %s replays a trace file, whose arrivals have no seed (only a generated sinusoid trace has one)", sc.Name)
 		}
 		sc.Trace.Sinusoid.Seed = seed
+		// The report is named after the draw, so that it does not replace the scenario's own in
+		// --out, and so that planner targets tells the draws apart.
+		sc.Name = fmt.Sprintf("%s-seed%d", sc.Name, seed)
 	}
 	switch o.prefixCache {
 	case "":

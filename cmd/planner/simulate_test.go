@@ -101,6 +101,8 @@ func TestSimulate_Seed(t *testing.T) {
 	require.Contains(t, again.Trace, "seed 2")
 	require.NotEqual(t, own.Requests, again.Requests, "other arrivals")
 	require.InDelta(t, own.Requests, again.Requests, 0.02*float64(own.Requests), "the same load")
+	require.Equal(t, "sinusoid-rr-5-45", own.Scenario)
+	require.Equal(t, "sinusoid-rr-5-45-seed2", again.Scenario, "a draw's report does not take the scenario's name (nor its file in --out)")
 }
 
 func TestSimulate_Errors(t *testing.T) {

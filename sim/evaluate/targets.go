@@ -133,6 +133,16 @@ func WriteScenarioTargets(w io.Writer, scores []TargetScore, policy, against str
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
+	if len(scores) > 1 {
+		c := countTargets(scores)
+		lo, hi := scores[0].Run.Goodput, scores[0].Run.Goodput
+		for _, s := range scores[1:] {
+			lo, hi = min(lo, s.Run.Goodput), max(hi, s.Run.Goodput)
+		}
+		fmt.Fprintf(w, "\nOf these %d, %s gets %.1f–%.1f%% and meets the goodput target on %s; at most %.2f× the oracle's GPU-hours on %s; at most the best static's on %s; more goodput than %s at no more GPU-hours on %s; all four on %s.\n",
+			c.n, policy, 100*lo, 100*hi, of(c.goodput, c.n), TargetOracleRatio, of(c.oracle, c.oracles), of(c.static, c.statics),
+			against, of(c.beat, c.againsts), of(c.all, c.n))
+	}
 	_, err := fmt.Fprintln(w)
 	return err
 }
@@ -145,40 +155,52 @@ func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, notRun i
 		fmt.Fprintf(w, "| benchmark | cases | goodput target | ≤ %.2f× the oracle's GPU-h | ≤ the best static's GPU-h | more goodput than %s at no more GPU-h | all four |\n|---|---|---|---|---|---|---|\n",
 			TargetOracleRatio, against)
 	}
-	var goodput, oracle, oracles, static, statics, beat, againsts, all int
-	for _, s := range scores {
-		_, hasOracle := s.OracleRatio()
-		_, hasStatic := s.StaticRatio()
-		goodput += b2i(s.GoodputMet())
-		oracle += b2i(s.OracleMet())
-		oracles += b2i(hasOracle)
-		static += b2i(s.StaticMet())
-		statics += b2i(hasStatic)
-		beat += b2i(s.AgainstMet())
-		againsts += b2i(s.Against != nil)
-		all += b2i(s.GoodputMet() && s.OracleMet() && s.StaticMet() && s.AgainstMet())
+	c := countTargets(scores)
+	allCell := of(c.all, c.n)
+	if c.oracles == 0 {
+		allCell = "no oracle; the other three: " + of(c.three, c.n)
 	}
-	of := func(k, n int) string {
-		if n == 0 {
-			return "not run"
-		}
-		return fmt.Sprintf("%d of %d", k, n)
-	}
-	allCell := of(all, len(scores))
-	if oracles == 0 {
-		var three int
-		for _, s := range scores {
-			three += b2i(s.GoodputMet() && s.StaticMet() && s.AgainstMet())
-		}
-		allCell = "no oracle; the other three: " + of(three, len(scores))
-	}
-	cases := fmt.Sprint(len(scores))
+	cases := fmt.Sprint(c.n)
 	if notRun > 0 {
 		cases += fmt.Sprintf(" (%d more without the policy's row)", notRun)
 	}
-	_, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(name, "|", "\\|"), cases, of(goodput, len(scores)),
-		of(oracle, oracles), of(static, statics), of(beat, againsts), allCell)
+	_, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(name, "|", "\\|"), cases, of(c.goodput, c.n),
+		of(c.oracle, c.oracles), of(c.static, c.statics), of(c.beat, c.againsts), allCell)
 	return err
+}
+
+// targetCounts counts the runs meeting each target; oracles, statics and againsts count
+// those where the baseline the target needs ran.
+type targetCounts struct {
+	n, goodput, oracle, oracles, static, statics, beat, againsts int
+	// all counts the runs meeting the four targets; three the three without the oracle's.
+	all, three int
+}
+
+func countTargets(scores []TargetScore) targetCounts {
+	c := targetCounts{n: len(scores)}
+	for _, s := range scores {
+		_, hasOracle := s.OracleRatio()
+		_, hasStatic := s.StaticRatio()
+		c.goodput += b2i(s.GoodputMet())
+		c.oracle += b2i(s.OracleMet())
+		c.oracles += b2i(hasOracle)
+		c.static += b2i(s.StaticMet())
+		c.statics += b2i(hasStatic)
+		c.beat += b2i(s.AgainstMet())
+		c.againsts += b2i(s.Against != nil)
+		c.all += b2i(s.GoodputMet() && s.OracleMet() && s.StaticMet() && s.AgainstMet())
+		c.three += b2i(s.GoodputMet() && s.StaticMet() && s.AgainstMet())
+	}
+	return c
+}
+
+// of is "k of n", or "not run" when n is 0.
+func of(k, n int) string {
+	if n == 0 {
+		return "not run"
+	}
+	return fmt.Sprintf("%d of %d", k, n)
 }
 
 func b2i(b bool) int {

@@ -190,3 +190,23 @@ func TestTargetCells(t *testing.T) {
 	require.NoError(t, WriteRobustTargets(&b, "mine|yours", rs, notRun, false, "dynamo-sla"))
 	require.Equal(t, "| mine\\|yours | 2 | 2 of 2 | not run | 2 of 2 | not run | no oracle; the other three: 0 of 2 |\n", b.String())
 }
+
+// TestScenarioTargets_Summary: over several scenarios (or draws of one), a line counts those
+// meeting each target and gives the goodput's range; one scenario gets no such line.
+func TestScenarioTargets_Summary(t *testing.T) {
+	reports := []*Report{
+		{Scenario: "rr-seed2", SLOGoodput: 0.95, Rows: targetRows(0.96, 2.5)},  // all four
+		{Scenario: "rr-seed3", SLOGoodput: 0.95, Rows: targetRows(0.938, 2.5)}, // short of the goodput only
+		{Scenario: "rr-seed4", SLOGoodput: 0.95, Rows: targetRows(0.983, 3.17)},
+	}
+	scores, _ := ScenarioTargets(reports, "ahead", "dynamo-sla")
+	var b bytes.Buffer
+	require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+	require.Contains(t, b.String(), "\nOf these 3, ahead gets 93.8–98.3% and meets the goodput target on 2 of 3; "+
+		"at most 1.15× the oracle's GPU-hours on 2 of 3; at most the best static's on 2 of 3; "+
+		"more goodput than dynamo-sla at no more GPU-hours on 2 of 3; all four on 1 of 3.\n")
+
+	b.Reset()
+	require.NoError(t, WriteScenarioTargets(&b, scores[:1], "ahead", "dynamo-sla"))
+	require.NotContains(t, b.String(), "Of these")
+}
