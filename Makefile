@@ -98,8 +98,8 @@ SEED_FLAGS := --baselines oracle,static,ahead,dynamo-sla --policies ahead,dynamo
 .PHONY: bench-sim
 bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets); regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 37 minutes on 2 cores (36m25s on 2026-11-29, 57m with other simulations running beside it; 4 for the scenarios).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
-	@rm -rf $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md \
-		$(BENCH_OUT)/seeds.md $(BENCH_OUT)/seeds; mkdir -p $(BENCH_OUT)/seeds
+	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md \
+		$(BENCH_OUT)/seeds.md $(BENCH_OUT)/seeds/*.json $(BENCH_OUT)/seeds/*.html; mkdir -p $(BENCH_OUT)/seeds
 	@$(foreach s,$(BENCH_SCENARIOS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --out $(BENCH_OUT) --markdown \
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
 	@$(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --seed $(n) \

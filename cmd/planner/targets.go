@@ -40,8 +40,9 @@ func runTargets(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "at most %.2f× the hindsight oracle's GPU-hours, no more than the best static deployment's, and\n", evaluate.TargetOracleRatio)
 		fmt.Fprintln(stderr, "more goodput than --against at no more GPU-hours: per scenario, with how far it is from each")
 		fmt.Fprintln(stderr, "target it misses and what the oracle's cheapest schedule at the goodput target (slo-oracle)")
-		fmt.Fprintln(stderr, "costs against the best static's, the oracle's and --against's GPU-hours, then per robustness")
-		fmt.Fprintln(stderr, "report, how many of its cases meet each.")
+		fmt.Fprintln(stderr, "costs against the best static's, the oracle's and --against's GPU-hours (with several scenarios,")
+		fmt.Fprintln(stderr, "a line counting those that meet each target), then per robustness report, how many of its")
+		fmt.Fprintln(stderr, "cases meet each.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -134,17 +134,44 @@ func WriteScenarioTargets(w io.Writer, scores []TargetScore, policy, against str
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 	if len(scores) > 1 {
-		c := countTargets(scores)
-		lo, hi := scores[0].Run.Goodput, scores[0].Run.Goodput
-		for _, s := range scores[1:] {
-			lo, hi = min(lo, s.Run.Goodput), max(hi, s.Run.Goodput)
-		}
-		fmt.Fprintf(w, "\nOf these %d, %s gets %.1f–%.1f%% and meets the goodput target on %s; at most %.2f× the oracle's GPU-hours on %s; at most the best static's on %s; more goodput than %s at no more GPU-hours on %s; all four on %s.\n",
-			c.n, policy, 100*lo, 100*hi, of(c.goodput, c.n), TargetOracleRatio, of(c.oracle, c.oracles), of(c.static, c.statics),
-			against, of(c.beat, c.againsts), of(c.all, c.n))
+		writeScenarioSummary(w, scores, policy, against)
 	}
 	_, err := fmt.Fprintln(w)
 	return err
+}
+
+// writeScenarioSummary writes the line under a table of several scenarios: the policy's
+// goodput range and how many scenarios meet each target, of those where the baseline the
+// target needs ran (the runs without one are named); all four counts over every scenario,
+// and without any oracle the other three do.
+func writeScenarioSummary(w io.Writer, scores []TargetScore, policy, against string) {
+	c := countTargets(scores)
+	lo, hi := scores[0].Run.Goodput, scores[0].Run.Goodput
+	for _, s := range scores[1:] {
+		lo, hi = min(lo, s.Run.Goodput), max(hi, s.Run.Goodput)
+	}
+	oracleCell := fmt.Sprintf("at most %.2f× the oracle's GPU-hours on %s", TargetOracleRatio, ranOn(c.oracle, c.oracles, c.n, "an oracle"))
+	staticCell := "at most the best static's on " + ranOn(c.static, c.statics, c.n, "a static search")
+	againstCell := fmt.Sprintf("more goodput than %s at no more GPU-hours on %s", against, ranOn(c.beat, c.againsts, c.n, against))
+	all := "all four on " + countOf(c.all, c.n)
+	if c.oracles == 0 {
+		oracleCell = "no oracle ran"
+		all = "the other three on " + countOf(c.three, c.n)
+	}
+	fmt.Fprintf(w, "\nOf these %d, %s gets %.1f–%.1f%% and meets the goodput target on %s; %s; %s; %s; %s.\n",
+		c.n, policy, 100*lo, 100*hi, countOf(c.goodput, c.n), oracleCell, staticCell, againstCell, all)
+}
+
+// ranOn is "k of ran", naming the n − ran runs without what the count needs (without), or
+// "none (no run with without)" when no run had it.
+func ranOn(k, ran, n int, without string) string {
+	switch {
+	case ran == 0:
+		return "none (no run with " + without + ")"
+	case ran < n:
+		return fmt.Sprintf("%s (%d without %s)", countOf(k, ran), n-ran, without)
+	}
+	return countOf(k, ran)
 }
 
 // WriteRobustTargets writes one Markdown table row per robustness report (name: what it
@@ -156,27 +183,29 @@ func WriteRobustTargets(w io.Writer, name string, scores []TargetScore, notRun i
 			TargetOracleRatio, against)
 	}
 	c := countTargets(scores)
-	allCell := of(c.all, c.n)
+	allCell := countOf(c.all, c.n)
 	if c.oracles == 0 {
-		allCell = "no oracle; the other three: " + of(c.three, c.n)
+		allCell = "no oracle; the other three: " + countOf(c.three, c.n)
 	}
 	cases := fmt.Sprint(c.n)
 	if notRun > 0 {
 		cases += fmt.Sprintf(" (%d more without the policy's row)", notRun)
 	}
-	_, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(name, "|", "\\|"), cases, of(c.goodput, c.n),
-		of(c.oracle, c.oracles), of(c.static, c.statics), of(c.beat, c.againsts), allCell)
+	_, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(name, "|", "\\|"), cases, countOf(c.goodput, c.n),
+		countOf(c.oracle, c.oracles), countOf(c.static, c.statics), countOf(c.beat, c.againsts), allCell)
 	return err
 }
 
 // targetCounts counts the runs meeting each target; oracles, statics and againsts count
 // those where the baseline the target needs ran.
 type targetCounts struct {
+	// n counts the runs; goodput, oracle, static and beat those meeting each target.
 	n, goodput, oracle, oracles, static, statics, beat, againsts int
 	// all counts the runs meeting the four targets; three the three without the oracle's.
 	all, three int
 }
 
+// countTargets counts, over scores, the runs meeting each target.
 func countTargets(scores []TargetScore) targetCounts {
 	c := targetCounts{n: len(scores)}
 	for _, s := range scores {
@@ -195,8 +224,8 @@ func countTargets(scores []TargetScore) targetCounts {
 	return c
 }
 
-// of is "k of n", or "not run" when n is 0.
-func of(k, n int) string {
+// countOf is "k of n", or "not run" when n is 0.
+func countOf(k, n int) string {
 	if n == 0 {
 		return "not run"
 	}

@@ -209,4 +209,30 @@ func TestScenarioTargets_Summary(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteScenarioTargets(&b, scores[:1], "ahead", "dynamo-sla"))
 	require.NotContains(t, b.String(), "Of these")
+
+	// A scenario without an oracle is counted apart from the oracle's target; with none at
+	// all, the other three are counted.
+	withoutOracle := func(rows []Row) []Row {
+		var out []Row
+		for _, r := range rows {
+			if r.Kind != KindOracle {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	reports[2].Rows = withoutOracle(reports[2].Rows)
+	scores, _ = ScenarioTargets(reports, "ahead", "dynamo-sla")
+	b.Reset()
+	require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+	require.Contains(t, b.String(), "; at most 1.15× the oracle's GPU-hours on 2 of 2 (1 without an oracle); ")
+	require.Contains(t, b.String(), "; all four on 1 of 3.\n")
+	for _, r := range reports {
+		r.Rows = withoutOracle(r.Rows)
+	}
+	scores, _ = ScenarioTargets(reports, "ahead", "dynamo-sla")
+	b.Reset()
+	require.NoError(t, WriteScenarioTargets(&b, scores, "ahead", "dynamo-sla"))
+	require.Contains(t, b.String(), "meets the goodput target on 2 of 3; no oracle ran; at most the best static's on 2 of 3; "+
+		"more goodput than dynamo-sla at no more GPU-hours on 2 of 3; the other three on 1 of 3.\n")
 }
