@@ -23,6 +23,17 @@ func targetRows(goodput, gpu float64) []Row {
 	}
 }
 
+// withoutOracle is rows less the oracle's.
+func withoutOracle(rows []Row) []Row {
+	var out []Row
+	for _, r := range rows {
+		if r.Kind != KindOracle {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // TestScenarioTargets: each target met or missed at its edge, and what the table says of it.
 func TestScenarioTargets(t *testing.T) {
 	tests := []struct {
@@ -134,19 +145,10 @@ func TestScenarioTargets(t *testing.T) {
 // TestRobustTargets: a robustness report's cases counted per target, the oracle's column
 // left out when it did not run.
 func TestRobustTargets(t *testing.T) {
-	noOracle := func(rows []Row) []Row {
-		var out []Row
-		for _, r := range rows {
-			if r.Kind != KindOracle {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
 	rep := &RobustReport{Seed: 3, Cases: []RobustCase{
-		{Name: "a", Rows: noOracle(targetRows(0.96, 2.5))}, // all three
-		{Name: "b", Rows: noOracle(targetRows(0.94, 2.5))}, // short of the goodput
-		{Name: "c", Rows: noOracle(targetRows(0.98, 3.1))}, // over the static and Dynamo
+		{Name: "a", Rows: withoutOracle(targetRows(0.96, 2.5))}, // all three
+		{Name: "b", Rows: withoutOracle(targetRows(0.94, 2.5))}, // short of the goodput
+		{Name: "c", Rows: withoutOracle(targetRows(0.98, 3.1))}, // over the static and Dynamo
 		{Name: "d", Rows: []Row{{Name: "dynamo-sla", Kind: KindPolicy}}},
 	}}
 	scores, notRun := RobustTargets(rep, "ahead", "dynamo-sla")
@@ -212,15 +214,6 @@ func TestScenarioTargets_Summary(t *testing.T) {
 
 	// A scenario without an oracle is counted apart from the oracle's target; with none at
 	// all, the other three are counted.
-	withoutOracle := func(rows []Row) []Row {
-		var out []Row
-		for _, r := range rows {
-			if r.Kind != KindOracle {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
 	reports[2].Rows = withoutOracle(reports[2].Rows)
 	scores, _ = ScenarioTargets(reports, "ahead", "dynamo-sla")
 	b.Reset()
