@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,7 +60,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.compare, "compare", "", "comma-separated planner config files to compare as extra policies (named after their files)")
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")
 	fs.StringVar(&o.baselines, "baselines", "oracle,static,ahead,dynamo-sla,dynamo-default", "baselines to run: oracle, static, ahead, dynamo-sla, dynamo-default, or none")
-	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's)")
+	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's); another than the scenario's is reported as <scenario>-as-<mode>")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
 	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
 	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again, reported as <scenario>-seed<N> (default: the scenario's)")
@@ -151,10 +152,16 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	default:
 		return evaluate.Plan{}, errors.New("simulate: give --scenario FILE, or --trace FILE with --config FILE (see planner simulate -h)")
 	}
-	switch config.Mode(o.mode) {
+	switch m := config.Mode(o.mode); m {
 	case "":
 	case config.ModeDisagg, config.ModeAgg:
-		sc.Mode = config.Mode(o.mode)
+		// Another shape than the scenario's is reported as <scenario>-as-<mode>, so that it
+		// does not replace the scenario's own report in --out (nor that of a scenario named
+		// <scenario>-agg, as the shared aggregated ones are).
+		if own := cmp.Or(sc.Mode, config.ModeDisagg); m != own {
+			sc.Name = fmt.Sprintf("%s-as-%s", sc.Name, m)
+		}
+		sc.Mode = m
 	default:
 		return evaluate.Plan{}, fmt.Errorf("simulate: --mode %q: want disagg or agg", o.mode)
 	}

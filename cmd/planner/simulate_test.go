@@ -103,6 +103,8 @@ func TestSimulate_Seed(t *testing.T) {
 	require.InDelta(t, own.Requests, again.Requests, 0.02*float64(own.Requests), "the same load")
 	require.Equal(t, "sinusoid-rr-5-45", own.Scenario)
 	require.Equal(t, "sinusoid-rr-5-45-seed2", again.Scenario, "a draw's report does not take the scenario's name (nor its file in --out)")
+	require.Equal(t, "sinusoid-rr-5-45", run("--mode", "disagg").Scenario, "the scenario's own shape keeps its name")
+	require.Equal(t, "sinusoid-rr-5-45-as-agg-seed2", run("--seed", "2", "--mode", "agg").Scenario)
 }
 
 func TestSimulate_Errors(t *testing.T) {
@@ -155,6 +157,7 @@ func TestSimulate_AggMode(t *testing.T) {
 	var rep evaluate.Report
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
 	require.Equal(t, "agg", rep.Mode)
+	require.True(t, strings.HasSuffix(rep.Scenario, "-as-agg"), "another shape than the config's is named apart: %s", rep.Scenario)
 	require.Equal(t, 0.9, rep.SLOGoodput, "--slo-goodput at the goodput target: one static search")
 	var names []string
 	for _, r := range rep.Rows {
