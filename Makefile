@@ -94,9 +94,10 @@ AGG_CASES := 10
 SEED_SCENARIOS := sinusoid-rr-5-45 sinusoid-rr-5-45-agg
 ARRIVAL_SEEDS := 2 3 4 5 6
 SEED_FLAGS := --baselines oracle,static,ahead,dynamo-sla --policies ahead,dynamo-sla --quiet
+SEED_REPORTS := $(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(BENCH_OUT)/seeds/$(s)-seed$(n).json))
 
 .PHONY: bench-sim
-bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets), also on the two sinusoid scenarios at arrival seeds 2-6; regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 45 minutes on 2 cores (45m47s on 2026-11-30 with short replays beside it; 4 for the scenarios, 7 for the seeds).
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets), also on the two sinusoid scenarios at arrival seeds 2-6; regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 45 minutes on 2 cores (45m47s on 2026-11-30 with short replays beside it; 5 for the scenarios, 7 for the seeds).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
 	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md \
 		$(BENCH_OUT)/seeds.md $(BENCH_OUT)/seeds/*.json $(BENCH_OUT)/seeds/*.html; mkdir -p $(BENCH_OUT)/seeds
@@ -104,7 +105,7 @@ bench-sim: ## Score the policies on every scenario against the oracle and baseli
 		$(or $(BENCH_FLAGS_$(s)),$(BENCH_FLAGS)) >> $(BENCH_OUT)/results.md || exit 1;)
 	@$(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(TOOLS)/planner simulate --scenario scenarios/$(s).yaml --seed $(n) \
 		--out $(BENCH_OUT)/seeds $(SEED_FLAGS) > /dev/null || exit 1;))
-	@$(TOOLS)/planner targets $(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(BENCH_OUT)/seeds/$(s)-seed$(n).json)) > $(BENCH_OUT)/seeds.md || exit 1
+	@$(TOOLS)/planner targets $(SEED_REPORTS) > $(BENCH_OUT)/seeds.md || exit 1
 	@$(TOOLS)/planner robustness --cases $(ROBUST_CASES) --seed $(ROBUST_SEED) --out $(BENCH_OUT)/robustness.json > $(BENCH_OUT)/robust.md || exit 1
 	@$(TOOLS)/planner robustness --sources shapes --cases $(SHAPES_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/shapes.json > $(BENCH_OUT)/shapes.md || exit 1
 	@$(TOOLS)/planner robustness --sources servegen-clients --cases $(CLIENTS_CASES) --seed $(ROBUST_SEED) --oracle --out $(BENCH_OUT)/clients.json > $(BENCH_OUT)/clients.md || exit 1
