@@ -61,10 +61,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.policies, "policies", "", "comma-separated subset of the scenario's policies to run (default: all)")
 	fs.StringVar(&o.baselines, "baselines", "oracle,static,ahead,dynamo-sla,dynamo-default", "baselines to run: oracle, static, ahead, dynamo-sla, dynamo-default, or none")
 	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's); another than the scenario's is reported as <scenario>-as-<mode>")
-	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace)")
-	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded)")
-	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again, reported as <scenario>-seed<N> (default: the scenario's)")
-	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off)")
+	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace); another than the scenario's is reported as <scenario>-startup-<N>s")
+	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded); another than the scenario's is reported as <scenario>-router-<mode>")
+	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again; another than the scenario's is reported as <scenario>-seed<N> (default: the scenario's)")
+	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off); another than the scenario's is reported as <scenario>-prefix-cache-<on|off>")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.Float64Var(&o.sloGoodput, "slo-goodput", 0, "goodput the policies are held to; above the goodput target, the oracle and the static search also run at it (the slo-oracle and slo-static rows; default: the scenario's, 0.95)")
 	fs.StringVar(&o.sweep, "startup-sweep", "", "also run the sweep policy at these startup delays (comma-separated, e.g. 0,30s,60s,120s,300s; bare numbers are seconds)")
@@ -72,8 +72,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.sweepPolicy, "sweep-policy", "", "the policy the startup sweep runs (default: the first)")
 	fs.StringVar(&o.predictorPolicy, "predictor-policy", "", "the policy the predictor runs use (default: the sweep policy)")
 	fs.StringVar(&o.data, "data", filepath.Join("..", "shared", "data", "traces"), "folder where a scenario's relative trace files are looked up first")
-	fs.StringVar(&o.profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile)")
-	fs.StringVar(&o.out, "out", "simulate-out", "folder for <scenario>.json and <scenario>.html (empty: write neither)")
+	fs.StringVar(&o.profile, "profile", "", "profile folder (default: the bundled H200 Llama-3.1-8B-FP8 TP1 profile); reported as <scenario>-profile-<folder name>")
+	fs.StringVar(&o.out, "out", "simulate-out", "folder for <scenario>.json and <scenario>.html, named apart by what --mode, --router, --startup, --prefix-cache, --profile and --seed change (empty: write neither)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the JSON report on stdout instead of the table")
 	fs.BoolVar(&o.markdown, "markdown", false, "print the comparison as a Markdown section (no wall times) instead of the table")
 	fs.BoolVar(&o.ticks, "ticks", false, "keep every planner run's per-tick timeline — the pools each tick saw, its decision, the loops' reasons and the policy's notes — in the JSON report (rows[].ticks; with --json or --out)")
@@ -152,14 +152,17 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	default:
 		return evaluate.Plan{}, errors.New("simulate: give --scenario FILE, or --trace FILE with --config FILE (see planner simulate -h)")
 	}
+	// A flag that simulates another deployment or load than the scenario's names the report
+	// apart (<scenario>-as-agg-router-kv-seed2), so that it does not replace the scenario's
+	// own report in --out, and planner targets tells the variants apart.
+	var variant []string
 	switch m := config.Mode(o.mode); m {
 	case "":
 	case config.ModeDisagg, config.ModeAgg:
-		// Another shape than the scenario's is reported as <scenario>-as-<mode>, so that it
-		// does not replace the scenario's own report in --out (nor that of a scenario named
-		// <scenario>-agg, as the shared aggregated ones are).
+		// "-as-": not the name of a scenario called <scenario>-agg, as the shared aggregated
+		// ones are.
 		if own := cmp.Or(sc.Mode, config.ModeDisagg); m != own {
-			sc.Name = fmt.Sprintf("%s-as-%s", sc.Name, m)
+			variant = append(variant, "as-"+string(m))
 		}
 		sc.Mode = m
 	default:
@@ -178,21 +181,52 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	if err := o.selectPolicies(sc, baselines); err != nil {
 		return evaluate.Plan{}, err
 	}
+	if o.router != "" {
+		r, err := router.ParseMode(o.router)
+		if err != nil {
+			return evaluate.Plan{}, fmt.Errorf("simulate: --router: %w", err)
+		}
+		if own, _ := router.ParseMode(string(sc.Router)); r != own {
+			variant = append(variant, "router-"+string(r))
+		}
+		sc.Router = r
+	}
 	if o.startup != "" {
 		d, err := parseSeconds(o.startup)
 		if err != nil {
 			return evaluate.Plan{}, fmt.Errorf("simulate: --startup: %w", err)
 		}
+		if d.Seconds() != sc.StartupSeconds {
+			variant = append(variant, "startup-"+strconv.FormatFloat(d.Seconds(), 'f', -1, 64)+"s")
+		}
 		sc.StartupSeconds = d.Seconds()
+	}
+	if o.prefixCache != "" {
+		var on bool
+		switch o.prefixCache {
+		case "on", "true":
+			on = true
+		case "off", "false":
+		default:
+			return evaluate.Plan{}, fmt.Errorf("simulate: --prefix-cache %q: want on or off", o.prefixCache)
+		}
+		if on != sc.PrefixCache {
+			variant = append(variant, "prefix-cache-"+map[bool]string{true: "on", false: "off"}[on])
+		}
+		sc.PrefixCache = on
+	}
+	if o.profile != "" {
+		abs, err := filepath.Abs(o.profile)
+		if err != nil {
+			return evaluate.Plan{}, fmt.Errorf("simulate: --profile: %w", err)
+		}
+		variant = append(variant, "profile-"+filepath.Base(abs))
 	}
 	if o.goodputTarget != 0 {
 		sc.GoodputTarget = o.goodputTarget
 	}
 	if o.sloGoodput != 0 {
 		sc.SLOGoodput = o.sloGoodput
-	}
-	if o.router != "" {
-		sc.Router = router.Mode(o.router)
 	}
 	if o.seed != "" {
 		seed, err := strconv.ParseUint(o.seed, 10, 64)
@@ -202,20 +236,12 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		if sc.Trace.Sinusoid == nil {
 			return evaluate.Plan{}, fmt.Errorf("simulate: --seed: scenario %s replays a trace file, whose arrivals have no seed (only a generated sinusoid trace has one)", sc.Name)
 		}
+		if seed != sc.Trace.Sinusoid.Seed {
+			variant = append(variant, fmt.Sprintf("seed%d", seed))
+		}
 		sc.Trace.Sinusoid.Seed = seed
-		// The report is named after the draw, so that it does not replace the scenario's own in
-		// --out, and so that planner targets tells the draws apart.
-		sc.Name = fmt.Sprintf("%s-seed%d", sc.Name, seed)
 	}
-	switch o.prefixCache {
-	case "":
-	case "on", "true":
-		sc.PrefixCache = true
-	case "off", "false":
-		sc.PrefixCache = false
-	default:
-		return evaluate.Plan{}, fmt.Errorf("simulate: --prefix-cache %q: want on or off", o.prefixCache)
-	}
+	sc.Name = strings.Join(append([]string{sc.Name}, variant...), "-")
 	if err := sc.Validate(); err != nil {
 		return evaluate.Plan{}, err
 	}

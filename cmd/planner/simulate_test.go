@@ -64,8 +64,8 @@ func TestSimulate_TraceAndConfig(t *testing.T) {
 	require.Equal(t, []string{"mine", "ahead", "dynamo-sla", "dynamo-default", "oracle", "slo-oracle", "best-static", "slo-static", "mine @0s", "mine @60s"},
 		names, "the oracle and the static search run again at the 95% the policies are held to")
 	require.Equal(t, evaluate.DefaultSLOGoodput, rep.SLOGoodput)
-	require.FileExists(t, filepath.Join(out, "trace.html"))
-	require.FileExists(t, filepath.Join(out, "trace.json"))
+	require.FileExists(t, filepath.Join(out, "trace-startup-20s.html"), "another startup than --trace's 60 s is named apart")
+	require.FileExists(t, filepath.Join(out, "trace-startup-20s.json"))
 	require.Contains(t, stderr.String(), "replays done", "progress on stderr")
 }
 
@@ -105,6 +105,40 @@ func TestSimulate_Seed(t *testing.T) {
 	require.Equal(t, "sinusoid-rr-5-45-seed2", again.Scenario, "a draw's report does not take the scenario's name (nor its file in --out)")
 	require.Equal(t, "sinusoid-rr-5-45", run("--mode", "disagg").Scenario, "the scenario's own shape keeps its name")
 	require.Equal(t, "sinusoid-rr-5-45-as-agg-seed2", run("--seed", "2", "--mode", "agg").Scenario)
+}
+
+// TestSimulate_VariantNames checks that every flag simulating another deployment or load than
+// the scenario's names the report apart, and that the scenario's own settings keep its name.
+func TestSimulate_VariantNames(t *testing.T) {
+	sc := filepath.Join("..", "..", "scenarios", "sinusoid-rr-5-45.yaml")
+	profile := filepath.Join(t.TempDir(), "h200")
+	require.NoError(t, os.Mkdir(profile, 0o755))
+	require.NoError(t, writeEmbedded("demodata/profile", profile))
+	for name, tc := range map[string]struct {
+		flags simulateOptions
+		want  string
+	}{
+		"the scenario's own":        {simulateOptions{}, "sinusoid-rr-5-45"},
+		"its own shape":             {simulateOptions{mode: "disagg"}, "sinusoid-rr-5-45"},
+		"its own seed":              {simulateOptions{seed: "1"}, "sinusoid-rr-5-45"},
+		"its own router":            {simulateOptions{router: "least-loaded"}, "sinusoid-rr-5-45"},
+		"its own startup":           {simulateOptions{startup: "60"}, "sinusoid-rr-5-45"},
+		"its own prefix cache":      {simulateOptions{prefixCache: "off"}, "sinusoid-rr-5-45"},
+		"another router":            {simulateOptions{router: "round-robin"}, "sinusoid-rr-5-45-router-round_robin"},
+		"another startup":           {simulateOptions{startup: "2m"}, "sinusoid-rr-5-45-startup-120s"},
+		"a fractional startup":      {simulateOptions{startup: "30.5"}, "sinusoid-rr-5-45-startup-30.5s"},
+		"the prefix cache on":       {simulateOptions{prefixCache: "on"}, "sinusoid-rr-5-45-prefix-cache-on"},
+		"a profile":                 {simulateOptions{profile: profile}, "sinusoid-rr-5-45-profile-h200"},
+		"all of them, in one order": {simulateOptions{seed: "3", profile: profile, prefixCache: "true", startup: "90s", router: "kv", mode: "agg"}, "sinusoid-rr-5-45-as-agg-router-kv-startup-90s-prefix-cache-on-profile-h200-seed3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := tc.flags
+			o.scenario, o.baselines, o.policies = sc, "none", "dynamo-default"
+			plan, err := o.plan()
+			require.NoError(t, err)
+			require.Equal(t, tc.want, plan.Scenario.Name)
+		})
+	}
 }
 
 func TestSimulate_Errors(t *testing.T) {
