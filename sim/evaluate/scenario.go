@@ -28,6 +28,10 @@ import (
 // MaxScoredFromSeconds bounds a scenario's scored_from_s: 30 days, beyond any trace.
 const MaxScoredFromSeconds = 30 * 24 * 3600
 
+// MaxScenarioNameBytes bounds a scenario's name, which names its report files: room for the
+// variants planner simulate adds, under the 255 bytes of a file name.
+const MaxScenarioNameBytes = 200
+
 // ErrInvalidScenario is wrapped by every scenario error.
 var ErrInvalidScenario = errors.New("invalid scenario")
 
@@ -350,6 +354,10 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidScenario, fmt.Sprintf(format, args...))
 	}
 	switch {
+	case sc.Name == "" || len(sc.Name) > MaxScenarioNameBytes || sc.Name == "." || sc.Name == ".." ||
+		strings.ContainsAny(sc.Name, "/\\\x00"):
+		// The name is the report's file name in planner simulate --out.
+		return bad("name %q: want 1 to %d bytes, a file name (no / or \\, not . or ..)", sc.Name, MaxScenarioNameBytes)
 	case !sc.generated && (sc.Trace.File == "") == (sc.Trace.Sinusoid == nil):
 		return bad("trace: give exactly one of file and sinusoid")
 	case !(sc.SLA.TTFTMs > 0) || !(sc.SLA.ITLMs > 0):
