@@ -203,15 +203,16 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 	}
 	if o.prefixCache != "" {
 		var on bool
+		state := "off"
 		switch o.prefixCache {
 		case "on", "true":
-			on = true
+			on, state = true, "on"
 		case "off", "false":
 		default:
 			return evaluate.Plan{}, fmt.Errorf("simulate: --prefix-cache %q: want on or off", o.prefixCache)
 		}
 		if on != sc.PrefixCache {
-			variant = append(variant, "prefix-cache-"+map[bool]string{true: "on", false: "off"}[on])
+			variant = append(variant, "prefix-cache-"+state)
 		}
 		sc.PrefixCache = on
 	}
