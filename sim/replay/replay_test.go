@@ -8,6 +8,7 @@ import (
 	"github.com/llmplanner/planner/config"
 	"github.com/llmplanner/planner/perf"
 	"github.com/llmplanner/planner/predict"
+	"github.com/llmplanner/planner/sim/router"
 	"github.com/stretchr/testify/require"
 )
 
@@ -421,6 +422,31 @@ func TestFPMObservations_SampleThePassesSinceTheLastRead(t *testing.T) {
 			}
 			require.Len(t, obs.Decode, len(s.d.reps), "the latest FPM of each ready engine")
 			require.Empty(t, s.fpmObservations(2).DecodeSamples, "a read forgets the samples it returned")
+		})
+	}
+}
+
+// TestRun_RouterCountsPromptsUntilTheirPassEnds checks that a prefill engine running a pass
+// is not read as idle by the router: the engine lets go of the prompts it completes when it
+// computes the pass, but they hold it until the pass ends. Prompts 100 ms apart on four
+// engines, each prompt's pass longer than that: a router that sees the busy engines never
+// queues one behind another, so every prompt's first token takes one pass.
+func TestRun_RouterCountsPromptsUntilTheirPassEnds(t *testing.T) {
+	for _, mode := range []router.Mode{router.LeastLoaded, router.KV} {
+		t.Run(string(mode), func(t *testing.T) {
+			o := loadOptions(t)
+			o.Config.Advisory = true // the four engines stay four
+			o.InitialPrefill, o.InitialDecode = 4, 2
+			o.Router = mode
+			res, err := Run(steps(step{0, 30, 10, 6000, 2}), o)
+			require.NoError(t, err)
+			require.Equal(t, 300, res.Finished)
+			pass := res.Requests[0].TTFTMs
+			require.Greater(t, pass, 100.0, "a pass outlasts the gap between two prompts")
+			require.Less(t, pass, 400.0, "and four engines take them in turn")
+			for i, r := range res.Requests {
+				require.InDelta(t, pass, r.TTFTMs, 1e-6, "prompt %d waited behind another", i)
+			}
 		})
 	}
 }
