@@ -244,7 +244,16 @@ func goodputCell(s TargetScore) string {
 	if s.GoodputMet() {
 		return fmt.Sprintf("met (≥ %s%%)", target)
 	}
-	return fmt.Sprintf("%.1f points short of %s%%", 100*(s.SLOGoodput-s.Run.Goodput), target)
+	// A shortfall that one decimal rounds to 0.0 is still one (the goodput column rounds 94.96%
+	// to 95.0%): two decimals, or a bound under them.
+	short := 100 * (s.SLOGoodput - s.Run.Goodput)
+	switch {
+	case short < 0.005:
+		return fmt.Sprintf("under 0.01 points short of %s%%", target)
+	case short < 0.05:
+		return fmt.Sprintf("%.2f points short of %s%%", short, target)
+	}
+	return fmt.Sprintf("%.1f points short of %s%%", short, target)
 }
 
 func oracleCell(s TargetScore) string {

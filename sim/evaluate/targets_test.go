@@ -50,6 +50,10 @@ func TestScenarioTargets(t *testing.T) {
 			[]string{"met: 0.93×", "met: 13.8% under 3P 3D 92.5% at 2.90", "met: 40.0% at 2.70"}},
 		{"short of the goodput", 0.938, 2.5, false, true, true, true,
 			[]string{"1.2 points short of 95%"}},
+		{"short of the goodput by less than a tenth of a point", 0.9496, 2.5, false, true, true, true,
+			[]string{"95.0% at 2.50 GPU-h", "0.04 points short of 95%"}},
+		{"short of the goodput by less than a hundredth of a point", 0.94999, 2.5, false, true, true, true,
+			[]string{"under 0.01 points short of 95%"}},
 		{"no more goodput than Dynamo", 0.39, 2.5, false, true, true, false,
 			[]string{"40.0% at 2.70: no more goodput"}},
 	}
