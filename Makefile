@@ -92,6 +92,7 @@ AGG_CASES := 10
 # The two sinusoid scenarios' arrivals drawn again with other seeds (planner simulate --seed), scored
 # against the targets like the scenarios: how much of a scenario's result is its one draw.
 SEED_SCENARIOS := sinusoid-rr-5-45 sinusoid-rr-5-45-agg
+# Not 1, the scenarios' own seed: its report would keep the scenario's name, not <scenario>-seed1.
 ARRIVAL_SEEDS := 2 3 4 5 6
 SEED_FLAGS := --baselines oracle,static,ahead,dynamo-sla --policies ahead,dynamo-sla --quiet
 SEED_REPORTS := $(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(BENCH_OUT)/seeds/$(s)-seed$(n).json))

@@ -196,8 +196,10 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		if err != nil {
 			return evaluate.Plan{}, fmt.Errorf("simulate: --startup: %w", err)
 		}
-		if d.Seconds() != sc.StartupSeconds {
-			variant = append(variant, "startup-"+strconv.FormatFloat(d.Seconds(), 'f', -1, 64)+"s")
+		if d != time.Duration(math.Round(sc.StartupSeconds*float64(time.Second))) {
+			// float64(d)/1e9, not d.Seconds(), which adds the fraction to the whole seconds
+			// and names 1.61 s 1.6099999999999999.
+			variant = append(variant, "startup-"+strconv.FormatFloat(float64(d)/float64(time.Second), 'f', -1, 64)+"s")
 		}
 		sc.StartupSeconds = d.Seconds()
 	}
@@ -221,7 +223,11 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		if err != nil {
 			return evaluate.Plan{}, fmt.Errorf("simulate: --profile: %w", err)
 		}
-		variant = append(variant, "profile-"+filepath.Base(abs))
+		base := filepath.Base(abs)
+		if base == string(filepath.Separator) {
+			return evaluate.Plan{}, fmt.Errorf("simulate: --profile %q: a profile folder, not the file system's root", o.profile)
+		}
+		variant = append(variant, "profile-"+base)
 	}
 	if o.goodputTarget != 0 {
 		sc.GoodputTarget = o.goodputTarget
@@ -242,7 +248,12 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		}
 		sc.Trace.Sinusoid.Seed = seed
 	}
-	sc.Name = strings.Join(append([]string{sc.Name}, variant...), "-")
+	report := strings.Join(append([]string{sc.Name}, variant...), "-")
+	if len(report) > evaluate.MaxScenarioNameBytes {
+		return evaluate.Plan{}, fmt.Errorf("simulate: the report's name %q (the scenario's name and what --mode, --router, --startup, --prefix-cache, --profile and --seed add to it) is over %d bytes: shorten the scenario's name",
+			report, evaluate.MaxScenarioNameBytes)
+	}
+	sc.Name = report
 	if err := sc.Validate(); err != nil {
 		return evaluate.Plan{}, err
 	}
@@ -337,6 +348,9 @@ func adHocScenario(trace, model, cfgFile string) (*evaluate.Scenario, error) {
 	}
 	name := strings.TrimSuffix(filepath.Base(trace), filepath.Ext(trace))
 	name = strings.TrimSuffix(name, ".jsonl")
+	if name == "" || len(name) > evaluate.MaxScenarioNameBytes {
+		return nil, fmt.Errorf("simulate: --trace %s: its file name names the report: want 1 to %d bytes before the extension", trace, evaluate.MaxScenarioNameBytes)
+	}
 	return &evaluate.Scenario{Name: name, Mode: cfg.Mode, Trace: evaluate.TraceSpec{File: tr, Model: model},
 		SLA: evaluate.SLA{TTFTMs: cfg.TTFTMs, ITLMs: cfg.ITLMs}, GoodputTarget: 0.9, StartupSeconds: 60, MaxGPUBudget: budget,
 		Policies: []evaluate.PolicySpec{{Name: strings.TrimSuffix(filepath.Base(cfgFile), filepath.Ext(cfgFile)), File: cf}}}, nil
@@ -379,7 +393,7 @@ func parseSeconds(s string) (time.Duration, error) {
 		if !(v <= maxSeconds) { // NaN, ∞ or past what a Duration holds
 			return 0, fmt.Errorf("%q is more than %d seconds", s, int64(maxSeconds))
 		}
-		return time.Duration(v * float64(time.Second)), nil
+		return time.Duration(math.Round(v * float64(time.Second))), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {

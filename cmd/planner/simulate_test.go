@@ -130,6 +130,8 @@ func TestSimulate_VariantNames(t *testing.T) {
 		"the prefix cache on":       {simulateOptions{prefixCache: "on"}, "sinusoid-rr-5-45-prefix-cache-on"},
 		"a profile":                 {simulateOptions{profile: profile}, "sinusoid-rr-5-45-profile-h200"},
 		"all of them, in one order": {simulateOptions{seed: "3", profile: profile, prefixCache: "true", startup: "90s", router: "kv", mode: "agg"}, "sinusoid-rr-5-45-as-agg-router-kv-startup-90s-prefix-cache-on-profile-h200-seed3"},
+		"a startup of tenths":       {simulateOptions{startup: "32.8"}, "sinusoid-rr-5-45-startup-32.8s"},
+		"a startup of hundredths":   {simulateOptions{startup: "1.61s"}, "sinusoid-rr-5-45-startup-1.61s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := tc.flags
@@ -137,6 +139,34 @@ func TestSimulate_VariantNames(t *testing.T) {
 			plan, err := o.plan()
 			require.NoError(t, err)
 			require.Equal(t, tc.want, plan.Scenario.Name)
+		})
+	}
+
+	t.Run("a trace and a config: the trace's file name, and the config's own startup of 60 s", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "mine.yaml")
+		require.NoError(t, os.WriteFile(cfg, []byte("optimization_target: sla\nttft: 300\nitl: 20\nmax_gpu_budget: 6\n"), 0o644))
+		trace := writeMooncake(t)
+		for startup, want := range map[string]string{"1m": "trace", "45": "trace-startup-45s"} {
+			o := simulateOptions{trace: trace, configFile: cfg, baselines: "none", startup: startup}
+			plan, err := o.plan()
+			require.NoError(t, err)
+			require.Equal(t, want, plan.Scenario.Name, "--startup %s", startup)
+		}
+	})
+	for name, tc := range map[string]struct {
+		flags simulateOptions
+		want  string
+	}{
+		"a report's name over the bound": {simulateOptions{profile: filepath.Join(t.TempDir(), strings.Repeat("p", 190))},
+			"is over 200 bytes: shorten the scenario's name"},
+		"the root as a profile": {simulateOptions{profile: string(filepath.Separator)}, "not the file system's root"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := tc.flags
+			o.scenario, o.baselines, o.policies = sc, "none", "dynamo-default"
+			_, err := o.plan()
+			require.ErrorContains(t, err, tc.want)
 		})
 	}
 }

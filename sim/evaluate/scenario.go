@@ -28,8 +28,9 @@ import (
 // MaxScoredFromSeconds bounds a scenario's scored_from_s: 30 days, beyond any trace.
 const MaxScoredFromSeconds = 30 * 24 * 3600
 
-// MaxScenarioNameBytes bounds a scenario's name, which names its report files: room for the
-// variants planner simulate adds, under the 255 bytes of a file name.
+// MaxScenarioNameBytes bounds a scenario's name, which names its report files
+// (<name>.json, <name>.html) under the 255 bytes of a file name; planner simulate's report
+// name, the scenario's with the variants its flags add, is held to the same bound.
 const MaxScenarioNameBytes = 200
 
 // ErrInvalidScenario is wrapped by every scenario error.
@@ -37,7 +38,8 @@ var ErrInvalidScenario = errors.New("invalid scenario")
 
 // Scenario is one evaluation: a trace, the SLAs it is scored against, and the policies.
 type Scenario struct {
-	// Name identifies the scenario in tables; Description says what it is.
+	// Name identifies the scenario in tables and names its report files: a file name of 1 to
+	// MaxScenarioNameBytes bytes (no / or \, not . or ..). Description says what it is.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description,omitempty"`
 	// Mode is the deployment shape every run simulates: disagg (a prefill and a decode pool,

@@ -47,7 +47,8 @@ func ParseMode(s string) (Mode, error) {
 
 // Candidate is one routable engine as the router sees it.
 type Candidate struct {
-	// Load is the engine's outstanding requests (running + waiting, or in flight).
+	// Load is the engine's outstanding requests: running, waiting, and finishing in a pass
+	// still in flight (the replay), or in flight from routing to response (the live frontend).
 	Load int
 	// ActiveTokens is the KV router's measure of how busy the engine is: the tokens of the
 	// requests it holds (their KV and the prompt tokens still to compute).
