@@ -195,7 +195,11 @@ type Engine struct {
 	draining bool
 	passes   int64
 	busyTill float64
-	cache    *prefixCache // nil: prefix caching off
+	// finishing and finishingBlocks are the requests the last pass finished and the KV blocks
+	// they held: Step lets go of them when it computes the pass, at its start, but they hold
+	// the engine until the pass ends at busyTill (LoadAt).
+	finishing, finishingBlocks int
+	cache                      *prefixCache // nil: prefix caching off
 }
 
 // New builds an engine. A Config.NumGPUBlocks of 0 is derived from the timing model (see
@@ -258,7 +262,21 @@ func (e *Engine) Draining() bool { return e.draining }
 // Idle reports whether the engine holds no request (Step would return false).
 func (e *Engine) Idle() bool { return len(e.running) == 0 && e.waiting.len() == 0 }
 
-// Load returns the engine's occupancy.
+// LoadAt returns the engine's occupancy at now (seconds, the clock Step is given): Load,
+// plus the requests the pass in flight finishes and their KV blocks until it ends. A router
+// or a gauge reading Load while a pass runs would otherwise see a prefill engine that is
+// computing its last prompts as empty.
+func (e *Engine) LoadAt(now float64) Load {
+	l := e.Load()
+	if now < e.busyTill {
+		l.Running += e.finishing
+		l.KVBlocksUsed += e.finishingBlocks
+	}
+	return l
+}
+
+// Load returns the engine's occupancy after the last pass computed: the requests that pass
+// finishes are already gone (LoadAt keeps them until it ends).
 func (e *Engine) Load() Load {
 	return Load{
 		Running:       len(e.running),
@@ -518,6 +536,7 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 
 	// 4. Apply the pass: computed tokens, sampled tokens, events, completions.
 	e.events = e.events[:0]
+	e.finishing, e.finishingBlocks = 0, 0
 	finished := 0
 	for i := range e.sched {
 		sc := &e.sched[i]
@@ -538,6 +557,8 @@ func (e *Engine) Step(now float64) (Pass, bool) {
 		}
 		if e.cfg.Role == RolePrefill || s.generated >= s.osl {
 			e.events = append(e.events, Event{Kind: EventFinished, ID: s.id, Arrival: s.arrival, Time: end})
+			e.finishing++
+			e.finishingBlocks += s.blocks
 			e.freeBlocks += s.blocks
 			e.usedBlocks -= s.blocks
 			s.blocks = 0

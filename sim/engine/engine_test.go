@@ -504,3 +504,25 @@ func TestClone(t *testing.T) {
 	require.Equal(t, fromClone, runAll(t, e, now))
 	require.NotEmpty(t, eventsOf(fromClone))
 }
+
+// TestLoadAt: a prefill engine lets go of the prompts a pass completes when Step computes the
+// pass, but LoadAt counts them, and their KV blocks, until the pass ends.
+func TestLoadAt(t *testing.T) {
+	tim := &fixedTiming{PrefillFixed: 10, PrefillPerToken: 0.01, DecodeFixed: 5}
+	e := newEngine(t, DefaultConfig(RolePrefill), tim)
+	require.NoError(t, e.Submit(Request{ID: 1, ISL: 2000, OSL: 10}))
+	require.NoError(t, e.Submit(Request{ID: 2, ISL: 1000, OSL: 10}))
+	require.Equal(t, Load{Waiting: 2, WaitingTokens: 3000, KVBlocksTotal: e.Config().NumGPUBlocks}, e.LoadAt(0), "before any pass")
+	p, ok := e.Step(1)
+	require.True(t, ok)
+	require.Len(t, p.Events, 4, "both prompts complete in the pass: a first token and a finish each")
+	blocks := e.blocksFor(2000) + e.blocksFor(1000)
+	require.Zero(t, e.Load().Running, "Step let go of them")
+	require.Zero(t, e.Load().KVBlocksUsed)
+	for _, now := range []float64{1, (1 + p.End()) / 2} {
+		l := e.LoadAt(now)
+		require.Equal(t, 2, l.Running, "at %g, during the pass", now)
+		require.Equal(t, blocks, l.KVBlocksUsed, "at %g", now)
+	}
+	require.Equal(t, e.Load(), e.LoadAt(p.End()), "from the pass's end")
+}

@@ -166,11 +166,12 @@ func (l *Live) SubmitWith(isl, osl int, opts SubmitOptions) (<-chan Result, erro
 	return w.ch, nil
 }
 
-// Load returns the engine's occupancy.
+// Load returns the engine's occupancy now, the requests of the pass running counted until it
+// ends (Engine.LoadAt).
 func (l *Live) Load() Load {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.eng.Load()
+	return l.eng.LoadAt(l.engineTime(time.Now()))
 }
 
 // PrefixStats returns the engine's prefix-cache counters.

@@ -13,9 +13,9 @@
 // mode (sim/router): by default the one with the fewest outstanding requests (running,
 // waiting, and finishing in the pass in flight, which the engine lets go of when it computes
 // the pass; ties to the lowest index); round robin; or KV-aware, Dynamo's KV router cost
-// (the engine's busy KV tokens — used blocks, the pass in flight's finishing requests and
-// waiting prompt tokens — less the tokens of the request's leading blocks its prefix cache
-// holds; Options.PrefixCache). At its first
+// (the engine's busy KV tokens — used blocks, the pass in flight's finishing requests'
+// included, and waiting prompt tokens — less the tokens of the request's leading blocks its
+// prefix cache holds; Options.PrefixCache). At its first
 // token plus the KV hand-off delay a request goes the same way to a decode engine (which
 // holds no cache: KV-aware picks the least busy in tokens there), unless its OSL is
 // ≤ 1 (it finished with its first token). A request that finds no ready engine of
@@ -222,23 +222,18 @@ type replica struct {
 	inFlight bool    // a pass is running
 	passEnd  float64 // its end, when inFlight
 	events   []engine.Event
-	// finishing and finishingTokens are the requests the pass in flight finishes (on a
-	// prefill engine, every prompt it completes) and their tokens: the engine lets go of them
-	// when it computes the pass, at its start, but they hold it until the pass ends, and a
-	// router counts them until then (as the live frontend does, from routing to response).
-	finishing, finishingTokens int
-	running                    perf.FPM // the FPM of the pass in flight, published at its end
-	fpm                        perf.FPM // the latest published FPM
-	hasFPM                     bool
+	running  perf.FPM // the FPM of the pass in flight, published at its end
+	fpm      perf.FPM // the latest published FPM
+	hasFPM   bool
 }
 
 func (r *replica) ready(now float64) bool { return now >= r.readyAt }
 
-// outstanding is the requests the engine holds: running, waiting, and finishing in the pass
-// in flight.
-func (r *replica) outstanding() int {
-	l := r.eng.Load()
-	return l.Running + l.Waiting + r.finishing
+// outstanding is the requests the engine holds at now: running (those the pass in flight
+// finishes included, until it ends: Engine.LoadAt) and waiting.
+func (r *replica) outstanding(now float64) int {
+	l := r.eng.LoadAt(now)
+	return l.Running + l.Waiting
 }
 
 // pool is the engines of one role.
@@ -600,17 +595,6 @@ func (s *sim) startPasses(t float64) {
 			r.inFlight, r.passEnd = true, pass.End()
 			r.events = append(r.events[:0], pass.Events...)
 			r.running = pass.FPM
-			r.finishing, r.finishingTokens = 0, 0
-			for _, ev := range pass.Events {
-				if ev.Kind == engine.EventFinished {
-					q := s.reqs[ev.ID]
-					r.finishing++
-					r.finishingTokens += q.InputTokens
-					if pl.role != engine.RolePrefill {
-						r.finishingTokens += q.OutputTokens
-					}
-				}
-			}
 		}
 	}
 }
@@ -720,7 +704,6 @@ func (s *sim) deliver(pl *pool, r *replica) {
 		}
 	}
 	r.events = r.events[:0]
-	r.finishing, r.finishingTokens = 0, 0
 }
 
 // flush routes pl's frontend queue, in order, to its ready engines as the router picks.
@@ -734,10 +717,10 @@ func (s *sim) flush(pl *pool, t float64) {
 			if r.draining || !r.ready(t) {
 				continue
 			}
-			c := router.Candidate{Load: r.outstanding()}
+			c := router.Candidate{Load: r.outstanding(t)}
 			if kv {
-				l := r.eng.Load()
-				c.ActiveTokens = l.KVBlocksUsed*r.eng.Config().BlockSize + l.WaitingTokens + r.finishingTokens
+				l := r.eng.LoadAt(t)
+				c.ActiveTokens = l.KVBlocksUsed*r.eng.Config().BlockSize + l.WaitingTokens
 				c.CachedBlocks = r.eng.CachedBlocks(q.HashIDs)
 			}
 			pl.cands, pl.candReps = append(pl.cands, c), append(pl.candReps, r)
