@@ -1602,6 +1602,47 @@ func TestFitTrend_T(t *testing.T) {
 	require.Zero(t, fitTrend(xs, line(0, 0)).t, "a flat exact line: no slope")
 }
 
+// TestAhead_DecodeEdgeNotReadWhileRebalancing: an interval whose finishing requests may have
+// started before the decode pool grew at an earlier tick (within the mean request duration
+// before the interval, a lead time when that is unknown) teaches no edge: they ran in the
+// fewer engines' larger batches.
+func TestAhead_DecodeEdgeNotReadWhileRebalancing(t *testing.T) {
+	p, st := aheadPlanner(t)
+	const lead = 65.0
+	tests := []struct {
+		name     string
+		now      float64
+		grewAt   float64  // DecodeGrewAt (0: never grew)
+		duration *float64 // the observed mean request duration (nil: unknown)
+		want     float64  // the edge learned (0: none)
+	}{
+		{"never grew", 100, 0, ptr(2.3), 10},
+		{"grew at the last tick: its requests started before", 100, 95, ptr(2.3), 0},
+		{"grew two ticks ago, requests of 2.3 s: all started after", 100, 90, ptr(2.3), 10},
+		{"grew two ticks ago, requests of 6 s: some started before", 100, 90, ptr(6.0), 0},
+		{"exactly one interval and one duration after it", 100, 92.5, ptr(2.5), 10},
+		{"duration unknown: a lead time", 100, 31, nil, 0},
+		{"duration unknown, a lead time after it", 100, 30, nil, 10},
+		{"an absurd duration counts as a lead time", 100, 30, ptr(1e12), 10},
+		{"an unreadable duration counts as a lead time", 100, 31, ptr(math.NaN()), 0},
+		{"grew at this tick: the engines ready all the interval count instead", 100, 100, ptr(2.3), 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st2 := st
+			st2.Ahead = st.Ahead.clone()
+			st2.Ahead.DecodeWatchAt = tc.now - 5 // the last interval was at the watch too
+			st2.Ahead.DecodeGrewAt = tc.grewAt
+			in := aheadInput(tc.now, 2, 2, 2, 2, 20)
+			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
+			in.Traffic.RequestDurationS = tc.duration
+			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
+				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: 2}
+			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20}, lead), 1e-9)
+		})
+	}
+}
+
 // TestAhead_DecodeEdgePerWholeIntervalEngine: an ITL near the SLA teaches the rate per decode
 // engine ready for the whole interval: one that became ready during it served only part of
 // it, while the engine that was alone under a rise drained its backlog.
