@@ -1706,8 +1706,9 @@ func (t *tick) drainedRate(isl float64) float64 {
 // reaches aheadITLWatch of the SLA while the arrivals are steady — no burst within the
 // buckets, and none of the last lead time's intervals (a burst's backlog reaches the
 // decode pool after it) above the level beyond aheadCalmBurst — on a decode pool (not an
-// aggregated one) for the second interval in a row, and not while its finishing requests may
-// have begun before the pool last grew (rebalancing) (the lowest such rate, relaxed upwards)
+// aggregated one) for the second interval in a row, neither of them one whose finishing
+// requests may have begun before the pool last grew (rebalancing) (the lowest such rate,
+// relaxed upwards)
 // and returns it (0: never seen). The relaxation lets engines that got
 // faster, or an edge read low, be found again: sized at the edge, a pool that does better
 // than it keeps its ITL under the watch and probes a little further each interval. A pool
@@ -1734,9 +1735,8 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 		ready = min(ready, t.readyDBefore)
 	}
 	watched := calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs
-	if watched && t.p.cfg.Mode != config.ModeAgg && t.rebalancing(lead) {
-		watched = false
-	}
+	// A skipped interval is not the first of two in a row either (DecodeWatchAt below).
+	watched = watched && (t.p.cfg.Mode == config.ModeAgg || !t.rebalancing(lead))
 	if watched && t.p.cfg.Mode != config.ModeAgg {
 		// One interval's mean ITL can be one request's (a shapes case's 1.6 req/s on one
 		// decode engine read 8.5 ms against a 10 ms SLA, at a batch of 1.75 the profile runs
@@ -1765,13 +1765,15 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 // rebalancing reports whether the decode requests that finished in this tick's interval may
 // have started before the pool last grew, at an earlier tick (DecodeGrewAt): they ran on the
 // engines that were ready then, in the larger batches of fewer engines, so their mean ITL
-// says what those engines did, not what the pool now does at this rate. A request finishing
-// in the interval started at most the observed mean request duration before it (a lead time
-// when the duration is unknown; never more). At a growth tick itself the interval is counted
+// says what those engines did, not what the pool now does at this rate. It counts the
+// interval plus the observed mean request duration back from now (a lead time when the
+// duration is not known; never more than a lead time): the requests finishing in the
+// interval mostly began within that span. At a growth tick itself the interval is counted
 // per engine ready for all of it instead (learnDecodeEdge). On rr-5-45 the third decode
 // engine, ready at 180 s, had the interval after it read 33 req/s over three engines at an
-// 8.9 ms ITL, an edge of 11.1 req/s per engine, where three engines later served 44 req/s
-// within the SLA; sized at that edge, the pool held five engines at the next peaks where four did.
+// 8.9 ms ITL, an edge of 11.1 req/s per engine, where in the oracle's run three ready
+// engines took 44 req/s within the ITL SLA; sized at that edge, the pool held five engines
+// at the next two peaks, where the oracle held three to four.
 func (t *tick) rebalancing(lead float64) bool {
 	grew := t.st.Ahead.DecodeGrewAt
 	if !(grew > 0) || !(t.in.Now > grew) {

@@ -1625,6 +1625,8 @@ func TestAhead_DecodeEdgeNotReadWhileRebalancing(t *testing.T) {
 		{"duration unknown, a lead time after it", 100, 30, nil, 10},
 		{"an absurd duration counts as a lead time", 100, 30, ptr(1e12), 10},
 		{"an unreadable duration counts as a lead time", 100, 31, ptr(math.NaN()), 0},
+		{"a negative duration counts as a lead time", 100, 31, ptr(-2.0), 0},
+		{"an infinite duration counts as a lead time", 100, 30, ptr(math.Inf(1)), 10},
 		{"grew at this tick: the engines ready all the interval count instead", 100, 100, ptr(2.3), 10},
 	}
 	for _, tc := range tests {
@@ -1639,6 +1641,12 @@ func TestAhead_DecodeEdgeNotReadWhileRebalancing(t *testing.T) {
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
 				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: 2}
 			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20}, lead), 1e-9)
+			// A skipped interval is not the first of two in a row: the watch keeps the last one.
+			wantWatch := tc.now
+			if tc.want == 0 {
+				wantWatch = tc.now - 5
+			}
+			require.Equal(t, wantWatch, st2.Ahead.DecodeWatchAt)
 		})
 	}
 }
