@@ -526,3 +526,31 @@ func TestLoadAt(t *testing.T) {
 	}
 	require.Equal(t, e.Load(), e.LoadAt(p.End()), "from the pass's end")
 }
+
+// TestLoadAt_DecodeAndAggregated: a decode or aggregated engine's pass that finishes one of
+// its requests keeps it, and its KV blocks, in LoadAt until the pass ends, beside the request
+// that goes on.
+func TestLoadAt_DecodeAndAggregated(t *testing.T) {
+	tests := []struct {
+		role Role
+		done Request // finishes in the first pass
+	}{
+		{RoleDecode, Request{ID: 1, ISL: 500, OSL: 2}},     // one token to generate
+		{RoleAggregated, Request{ID: 1, ISL: 500, OSL: 1}}, // done at its first token
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.role), func(t *testing.T) {
+			tim := &fixedTiming{PrefillFixed: 10, PrefillPerToken: 0.01, DecodeFixed: 5}
+			e := newEngine(t, DefaultConfig(tc.role), tim)
+			require.NoError(t, e.Submit(tc.done))
+			require.NoError(t, e.Submit(Request{ID: 2, ISL: 500, OSL: 10}))
+			p, ok := e.Step(1)
+			require.True(t, ok)
+			require.Equal(t, 1, e.Load().Running, "Step let go of the finished request")
+			mid := e.LoadAt((1 + p.End()) / 2)
+			require.Equal(t, 2, mid.Running, "during the pass")
+			require.Greater(t, mid.KVBlocksUsed, e.Load().KVBlocksUsed, "its KV blocks too")
+			require.Equal(t, e.Load(), e.LoadAt(p.End()), "from the pass's end")
+		})
+	}
+}
