@@ -186,7 +186,7 @@ type AheadState struct {
 	// have unseen (grewWithin; or engines starting after a tick whose ready count is not
 	// known; 0: none seen): an aggregated pool learns its decode edge while engines start
 	// only once a lead time has passed since (aggEdgeReadable), a disaggregated one only from
-	// intervals whose finishing requests began after it (rebalancing).
+	// intervals whose finishing requests began after it (finishersPredateGrowth).
 	DecodeGrewAt float64 `json:"decode_grew_at,omitempty"`
 	// DecodeShown are decode iterations the engines ran within the ITL SLA (a Pareto frontier
 	// of requests and KV tokens, slowly forgotten): whatever the refitted perf model says,
@@ -1195,6 +1195,7 @@ func (t *tick) ahead() Decision {
 	}
 	a.ReadyDecode, a.ReadyPrefill = t.current(Decode), t.current(Prefill)
 	t.measureStartup()
+	t.decodeGrewBefore = a.DecodeGrewAt
 	if t.grewWithin(Decode) || (t.readyDBefore == 0 && !t.settled(Decode)) {
 		a.DecodeGrewAt = t.in.Now
 	}
@@ -1707,14 +1708,13 @@ func (t *tick) drainedRate(isl float64) float64 {
 // buckets, and none of the last lead time's intervals (a burst's backlog reaches the
 // decode pool after it) above the level beyond aheadCalmBurst — on a decode pool (not an
 // aggregated one) for the second interval in a row, neither of them one whose finishing
-// requests may have begun before the pool last grew (rebalancing) (the lowest such rate,
-// relaxed upwards)
-// and returns it (0: never seen). The relaxation lets engines that got
-// faster, or an edge read low, be found again: sized at the edge, a pool that does better
-// than it keeps its ITL under the watch and probes a little further each interval. A pool
-// running below half the edge tests nothing, so the edge relaxes by aheadEdgeRelax times
-// twice the ready pool's load per engine against it less one (0 at half the edge, the full
-// step at the edge): on rr-5-45-agg an edge relaxed on time alone went from 4.9 to 6.6 req/s
+// requests may have begun before the pool last grew (finishersPredateGrowth); it keeps the
+// lowest such rate, relaxed upwards, and returns it (0: never seen). The relaxation lets
+// engines that got faster, or an edge read low, be found again: sized at the edge, a pool
+// that does better than it keeps its ITL under the watch and probes a little further each
+// interval. A pool running below half the edge tests nothing, so the edge relaxes by
+// aheadEdgeRelax times twice the ready pool's load per engine against it less one (0 at half
+// the edge, the full step at the edge): on rr-5-45-agg an edge relaxed on time alone went from 4.9 to 6.6 req/s
 // per engine through the trough, and the next rise overloaded aggregated engines that could
 // take about 5; relaxed in proportion to the load it still went from 5.4 to 6.1.
 func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
@@ -1736,7 +1736,7 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	}
 	watched := calm && ready > 0 && f.Level > 0 && tr.ITLMs != nil && finite(*tr.ITLMs) && *tr.ITLMs >= aheadITLWatch*t.p.cfg.ITLMs
 	// A skipped interval is not the first of two in a row either (DecodeWatchAt below).
-	watched = watched && (t.p.cfg.Mode == config.ModeAgg || !t.rebalancing(lead))
+	watched = watched && (t.p.cfg.Mode == config.ModeAgg || !t.finishersPredateGrowth(lead))
 	if watched && t.p.cfg.Mode != config.ModeAgg {
 		// One interval's mean ITL can be one request's (a shapes case's 1.6 req/s on one
 		// decode engine read 8.5 ms against a 10 ms SLA, at a batch of 1.75 the profile runs
@@ -1762,20 +1762,24 @@ func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	return a.DecodeEdgeRPS
 }
 
-// rebalancing reports whether the decode requests that finished in this tick's interval may
-// have started before the pool last grew, at an earlier tick (DecodeGrewAt): they ran on the
-// engines that were ready then, in the larger batches of fewer engines, so their mean ITL
-// says what those engines did, not what the pool now does at this rate. It counts the
-// interval plus the observed mean request duration back from now (a lead time when the
-// duration is not known; never more than a lead time): the requests finishing in the
-// interval mostly began within that span. At a growth tick itself the interval is counted
-// per engine ready for all of it instead (learnDecodeEdge). On rr-5-45 the third decode
-// engine, ready at 180 s, had the interval after it read 33 req/s over three engines at an
-// 8.9 ms ITL, an edge of 11.1 req/s per engine, where in the oracle's run three ready
-// engines took 44 req/s within the ITL SLA; sized at that edge, the pool held five engines
-// at the next two peaks, where the oracle held three to four.
-func (t *tick) rebalancing(lead float64) bool {
+// finishersPredateGrowth reports whether the decode requests that finished in this tick's
+// interval may have started before the pool last grew, or may have unseen (DecodeGrewAt; at
+// an earlier tick — when this tick grew too, the growth before it): they ran on the engines
+// that were ready then, in the larger batches of fewer engines, so their mean ITL says what
+// those engines did, not what the pool now does at this rate. It counts the interval plus the
+// observed mean request duration back from now (a lead time when the duration is not known;
+// never more than a lead time): the requests finishing in the interval mostly began within
+// that span. At a tick that grew after none within the span, the interval is counted per
+// engine ready for all of it instead (learnDecodeEdge). On rr-5-45 the third decode engine,
+// ready at 180 s, had the interval after it read 33 req/s over three engines at an 8.9 ms
+// ITL, an edge of 11.1 req/s per engine, where in the oracle's run three ready engines took
+// 44 req/s within the ITL SLA; sized at that edge, the pool held five engines at the next two
+// peaks, where the oracle held three to four.
+func (t *tick) finishersPredateGrowth(lead float64) bool {
 	grew := t.st.Ahead.DecodeGrewAt
+	if !(t.in.Now > grew) {
+		grew = t.decodeGrewBefore // grew at this tick: the growth before it may still count
+	}
 	if !(grew > 0) || !(t.in.Now > grew) {
 		return false
 	}

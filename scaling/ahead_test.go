@@ -1602,11 +1602,11 @@ func TestFitTrend_T(t *testing.T) {
 	require.Zero(t, fitTrend(xs, line(0, 0)).t, "a flat exact line: no slope")
 }
 
-// TestAhead_DecodeEdgeNotReadWhileRebalancing: an interval whose finishing requests may have
+// TestAhead_DecodeEdgeNotReadWhileFinishersPredateGrowth: an interval whose finishing requests may have
 // started before the decode pool grew at an earlier tick (within the mean request duration
 // before the interval, a lead time when that is unknown) teaches no edge: they ran in the
 // fewer engines' larger batches.
-func TestAhead_DecodeEdgeNotReadWhileRebalancing(t *testing.T) {
+func TestAhead_DecodeEdgeNotReadWhileFinishersPredateGrowth(t *testing.T) {
 	p, st := aheadPlanner(t)
 	const lead = 65.0
 	tests := []struct {
@@ -1615,19 +1615,22 @@ func TestAhead_DecodeEdgeNotReadWhileRebalancing(t *testing.T) {
 		grewAt   float64  // DecodeGrewAt (0: never grew)
 		duration *float64 // the observed mean request duration (nil: unknown)
 		want     float64  // the edge learned (0: none)
+		before   float64  // DecodeGrewAt before this tick set it (when grewAt is now)
 	}{
-		{"never grew", 100, 0, ptr(2.3), 10},
-		{"grew at the last tick: its requests started before", 100, 95, ptr(2.3), 0},
-		{"grew two ticks ago, requests of 2.3 s: all started after", 100, 90, ptr(2.3), 10},
-		{"grew two ticks ago, requests of 6 s: some started before", 100, 90, ptr(6.0), 0},
-		{"exactly one interval and one duration after it", 100, 92.5, ptr(2.5), 10},
-		{"duration unknown: a lead time", 100, 31, nil, 0},
-		{"duration unknown, a lead time after it", 100, 30, nil, 10},
-		{"an absurd duration counts as a lead time", 100, 30, ptr(1e12), 10},
-		{"an unreadable duration counts as a lead time", 100, 31, ptr(math.NaN()), 0},
-		{"a negative duration counts as a lead time", 100, 31, ptr(-2.0), 0},
-		{"an infinite duration counts as a lead time", 100, 30, ptr(math.Inf(1)), 10},
-		{"grew at this tick: the engines ready all the interval count instead", 100, 100, ptr(2.3), 10},
+		{"never grew", 100, 0, ptr(2.3), 10, 0},
+		{"grew at the last tick: its requests started before", 100, 95, ptr(2.3), 0, 0},
+		{"grew two ticks ago, requests of 2.3 s: all started after", 100, 90, ptr(2.3), 10, 0},
+		{"grew two ticks ago, requests of 6 s: some started before", 100, 90, ptr(6.0), 0, 0},
+		{"exactly one interval and one duration after it", 100, 92.5, ptr(2.5), 10, 0},
+		{"duration unknown: a lead time", 100, 31, nil, 0, 0},
+		{"duration unknown, a lead time after it", 100, 30, nil, 10, 0},
+		{"an absurd duration counts as a lead time", 100, 30, ptr(1e12), 10, 0},
+		{"an unreadable duration counts as a lead time", 100, 31, ptr(math.NaN()), 0, 0},
+		{"a negative duration counts as a lead time", 100, 31, ptr(-2.0), 0, 0},
+		{"an infinite duration counts as a lead time", 100, 30, ptr(math.Inf(1)), 10, 0},
+		{"grew at this tick: the engines ready all the interval count instead", 100, 100, ptr(2.3), 10, 0},
+		{"grew at this tick and at the one before: the earlier growth counts", 100, 100, ptr(2.3), 0, 95},
+		{"grew at this tick and two ticks before, requests of 2.3 s", 100, 100, ptr(2.3), 10, 90},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1639,7 +1642,7 @@ func TestAhead_DecodeEdgeNotReadWhileRebalancing(t *testing.T) {
 			in.Traffic.ITLMs = ptr(0.9 * p.cfg.ITLMs)
 			in.Traffic.RequestDurationS = tc.duration
 			tk := &tick{p: p, st: &st2, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2,
-				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: 2}
+				expectedP: ptr(2), expectedD: ptr(2), countsKnown: true, readyDBefore: 2, decodeGrewBefore: tc.before}
 			require.InDelta(t, tc.want, tk.learnDecodeEdge(Forecast{Level: 20}, lead), 1e-9)
 			// A skipped interval is not the first of two in a row: the watch keeps the last one.
 			wantWatch := tc.now

@@ -532,11 +532,12 @@ func TestLoadAt(t *testing.T) {
 // that goes on.
 func TestLoadAt_DecodeAndAggregated(t *testing.T) {
 	tests := []struct {
-		role Role
-		done Request // finishes in the first pass
+		role   Role
+		done   Request // finishes in the first pass
+		tokens int     // the KV tokens it holds at its end
 	}{
-		{RoleDecode, Request{ID: 1, ISL: 500, OSL: 2}},     // one token to generate
-		{RoleAggregated, Request{ID: 1, ISL: 500, OSL: 1}}, // done at its first token
+		{RoleDecode, Request{ID: 1, ISL: 500, OSL: 2}, 501},     // one token to generate
+		{RoleAggregated, Request{ID: 1, ISL: 500, OSL: 1}, 500}, // done at its first token
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.role), func(t *testing.T) {
@@ -547,9 +548,11 @@ func TestLoadAt_DecodeAndAggregated(t *testing.T) {
 			p, ok := e.Step(1)
 			require.True(t, ok)
 			require.Equal(t, 1, e.Load().Running, "Step let go of the finished request")
-			mid := e.LoadAt((1 + p.End()) / 2)
-			require.Equal(t, 2, mid.Running, "during the pass")
-			require.Greater(t, mid.KVBlocksUsed, e.Load().KVBlocksUsed, "its KV blocks too")
+			for _, now := range []float64{1, (1 + p.End()) / 2} {
+				l := e.LoadAt(now)
+				require.Equal(t, 2, l.Running, "at %g, during the pass", now)
+				require.Equal(t, e.Load().KVBlocksUsed+e.blocksFor(tc.tokens), l.KVBlocksUsed, "at %g: its KV blocks too", now)
+			}
 			require.Equal(t, e.Load(), e.LoadAt(p.End()), "from the pass's end")
 		})
 	}
