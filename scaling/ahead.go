@@ -1714,9 +1714,10 @@ func (t *tick) drainedRate(isl float64) float64 {
 // that does better than it keeps its ITL under the watch and probes a little further each
 // interval. A pool running below half the edge tests nothing, so the edge relaxes by
 // aheadEdgeRelax times twice the ready pool's load per engine against it less one (0 at half
-// the edge, the full step at the edge): on rr-5-45-agg an edge relaxed on time alone went from 4.9 to 6.6 req/s
-// per engine through the trough, and the next rise overloaded aggregated engines that could
-// take about 5; relaxed in proportion to the load it still went from 5.4 to 6.1.
+// the edge, the full step at the edge): on rr-5-45-agg an edge relaxed on time alone went
+// from 4.9 to 6.6 req/s per engine through the trough, and the next rise overloaded
+// aggregated engines that could take about 5; relaxed in proportion to the load it still
+// went from 5.4 to 6.1.
 func (t *tick) learnDecodeEdge(f Forecast, lead float64) float64 {
 	a := t.st.Ahead
 	if ready := t.current(Decode); a.DecodeEdgeRPS > 0 && ready > 0 && f.Level > 0 {

@@ -1602,10 +1602,10 @@ func TestFitTrend_T(t *testing.T) {
 	require.Zero(t, fitTrend(xs, line(0, 0)).t, "a flat exact line: no slope")
 }
 
-// TestAhead_DecodeEdgeNotReadWhileFinishersPredateGrowth: an interval whose finishing requests may have
-// started before the decode pool grew at an earlier tick (within the mean request duration
-// before the interval, a lead time when that is unknown) teaches no edge: they ran in the
-// fewer engines' larger batches.
+// TestAhead_DecodeEdgeNotReadWhileFinishersPredateGrowth: an interval whose finishing
+// requests may have started before the decode pool grew at an earlier tick (within the mean
+// request duration before the interval, a lead time when that is unknown) teaches no edge:
+// they ran in the fewer engines' larger batches.
 func TestAhead_DecodeEdgeNotReadWhileFinishersPredateGrowth(t *testing.T) {
 	p, st := aheadPlanner(t)
 	const lead = 65.0

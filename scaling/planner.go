@@ -391,8 +391,9 @@ type tick struct {
 	// readyDBefore and readyPBefore are the ready decode and prefill engines at the ahead
 	// policy's last tick (0: unknown).
 	readyDBefore, readyPBefore int
-	// decodeGrewBefore is the ahead state's DecodeGrewAt before this tick set it (a growth
-	// at the tick before this one still sends requests into this interval: finishersPredateGrowth).
+	// decodeGrewBefore is the ahead state's DecodeGrewAt before this tick set it: a growth
+	// at the tick before this one still sends requests into this interval
+	// (finishersPredateGrowth).
 	decodeGrewBefore float64
 	// decodeKept says the decode sizing kept more engines than the rate needs, for a
 	// scale-down's spare (decodeEngines): a tick held by it reports scale_down_stabilizing.
