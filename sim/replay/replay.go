@@ -229,12 +229,9 @@ type replica struct {
 
 func (r *replica) ready(now float64) bool { return now >= r.readyAt }
 
-// outstanding is the requests the engine holds at now: running (those the pass in flight
-// finishes included, until it ends: Engine.LoadAt) and waiting.
-func (r *replica) outstanding(now float64) int {
-	l := r.eng.LoadAt(now)
-	return l.Running + l.Waiting
-}
+// outstanding is the requests an engine's load l holds: running and waiting (read with
+// Engine.LoadAt, the running include those the pass in flight finishes, until it ends).
+func outstanding(l engine.Load) int { return l.Running + l.Waiting }
 
 // pool is the engines of one role.
 type pool struct {
@@ -717,9 +714,9 @@ func (s *sim) flush(pl *pool, t float64) {
 			if r.draining || !r.ready(t) {
 				continue
 			}
-			c := router.Candidate{Load: r.outstanding(t)}
+			l := r.eng.LoadAt(t)
+			c := router.Candidate{Load: outstanding(l)}
 			if kv {
-				l := r.eng.LoadAt(t)
 				c.ActiveTokens = l.KVBlocksUsed*r.eng.Config().BlockSize + l.WaitingTokens
 				c.CachedBlocks = r.eng.CachedBlocks(q.HashIDs)
 			}

@@ -234,7 +234,7 @@ func TestPoolFPMs_PublishedAtPassEndWithIdleHeartbeats(t *testing.T) {
 	s.res.Requests = []Record{{ISL: 6000, OSL: 5}, {ISL: 6000, OSL: 5}}
 	s.p.queue = []int{0, 1}
 	s.flush(s.p, 0)
-	require.Equal(t, 2, rep.outstanding(0), "routed to the only ready engine")
+	require.Equal(t, 2, outstanding(rep.eng.LoadAt(0)), "routed to the only ready engine")
 	pass, ok := rep.eng.Step(0)
 	require.True(t, ok)
 	rep.inFlight, rep.passEnd, rep.running = true, pass.End(), pass.FPM
