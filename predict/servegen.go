@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -102,4 +103,43 @@ func ReadServeGenClients(path string) ([]ClientSeries, error) {
 		}
 	}
 	return out, nil
+}
+
+// RecordingGapShare is the share of a series' median window rate under which a ServeGen
+// window is a gap in the recording, not traffic. In the published files 139 of the 6,336
+// windows are under 1.4% of their series' median — runs of 1 to 23 windows in the two
+// language models m-mid and m-small, at 0 (or a few req/s) where the windows either side carry
+// hundreds to thousands — and no window lies between that and 25% of its series' median.
+const RecordingGapShare = 0.05
+
+// RecordingGaps reports which windows of a series of per-window rates (or counts) are gaps
+// in its recording: those under RecordingGapShare of the series' median window. A series
+// whose median is 0 has none.
+func RecordingGaps(rates []float64) []bool {
+	gaps := make([]bool, len(rates))
+	if len(rates) == 0 {
+		return gaps
+	}
+	sorted := slices.Sorted(slices.Values(rates))
+	floor := RecordingGapShare * sorted[len(sorted)/2]
+	for i, r := range rates {
+		gaps[i] = r < floor
+	}
+	return gaps
+}
+
+// Gaps reports which of the series' windows are gaps in its recording (RecordingGaps of
+// the window counts).
+func (s RateSeries) Gaps() []bool { return RecordingGaps(s.Counts) }
+
+// Gaps reports which of the series' windows are gaps in its recording (RecordingGaps of
+// each window's total rate over its clients).
+func (s ClientSeries) Gaps() []bool {
+	totals := make([]float64, len(s.Windows))
+	for i, w := range s.Windows {
+		for _, c := range w {
+			totals[i] += c.Rate
+		}
+	}
+	return RecordingGaps(totals)
 }

@@ -408,3 +408,27 @@ reason,r1,0,0,0.1,2,Gamma,0.25,40
 	_, err = ReadServeGenClients(filepath.Join(t.TempDir(), "none.csv"))
 	require.Error(t, err)
 }
+
+// TestRecordingGaps: a window under 5% of its series' median is a gap in the recording;
+// one at 5% or over is traffic, however low.
+func TestRecordingGaps(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rates []float64
+		want  []bool
+	}{
+		"empty":                   {nil, []bool{}},
+		"steady":                  {[]float64{100, 90, 110}, []bool{false, false, false}},
+		"a run of zeros":          {[]float64{100, 0, 0, 90, 110}, []bool{false, true, true, false, false}},
+		"a partial window":        {[]float64{100, 0, 1, 90, 110, 105}, []bool{false, true, true, false, false, false}},
+		"at 5% of the median":     {[]float64{100, 5, 100}, []bool{false, false, false}},
+		"just under 5%":           {[]float64{100, 4.99, 100}, []bool{false, true, false}},
+		"a quiet series":          {[]float64{0, 0, 0, 1}, []bool{false, false, false, false}},
+		"low but not a gap (26%)": {[]float64{190, 50, 180, 200}, []bool{false, false, false, false}},
+	} {
+		require.Equal(t, tc.want, RecordingGaps(tc.rates), name)
+	}
+	rs := RateSeries{Counts: []float64{6e4, 0, 6e4}}
+	require.Equal(t, []bool{false, true, false}, rs.Gaps())
+	cs := ClientSeries{Windows: [][]ClientWindow{{{Rate: 50}, {Rate: 50}}, nil, {{Rate: 0.5}}, {{Rate: 90}}}}
+	require.Equal(t, []bool{false, true, true, false}, cs.Gaps(), "a window's clients summed")
+}

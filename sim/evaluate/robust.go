@@ -299,8 +299,22 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			if len(s.Counts) < steps {
 				return nil, fmt.Errorf("evaluate: robustness: servegen %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Counts), steps)
 			}
-			from := rng.IntN(len(s.Counts) - steps + 1)
-			window := slices.Clone(s.Counts[from : from+steps])
+			// A start whose span runs into the series' end once its gaps are skipped is drawn
+			// again (up to 100 times).
+			gaps := s.Gaps()
+			var span []int
+			for range 100 {
+				if span = spanOutsideGaps(gaps, rng.IntN(len(s.Counts)-steps+1), steps); span != nil {
+					break
+				}
+			}
+			if span == nil {
+				return nil, fmt.Errorf("evaluate: robustness: servegen %s/%s: 100 starts drawn, none with %d windows after it outside the recording's gaps", s.Category, s.Model, steps)
+			}
+			window := make([]float64, steps)
+			for k, w := range span {
+				window[k] = s.Counts[w]
+			}
 			var sum float64
 			for _, c := range window {
 				sum += c
@@ -318,8 +332,8 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 				return nil, err
 			}
 			in.reqs = reqs
-			in.detail = fmt.Sprintf("servegen %s/%s windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
-				s.Category, s.Model, from, from+steps-1, mean, length)
+			in.detail = fmt.Sprintf("servegen %s/%s windows %s, mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
+				s.Category, s.Model, describeSpan(span), mean, length)
 		case SourceServeGenClients:
 			if clients == nil {
 				c, err := predict.ReadServeGenClients(filepath.Join(rp.DataDir, "servegen_client_windows_10min.csv.gz"))
@@ -482,9 +496,16 @@ func clientsCase(rng *rand.Rand, series []predict.ClientSeries, length, scale fl
 		return nil, "", fmt.Errorf("servegen clients %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Windows), steps)
 	}
 	mean := (2 + 3*rng.Float64()) * scale
+	gaps := s.Gaps()
 	for range 100 {
-		from := rng.IntN(len(s.Windows) - steps + 1)
-		window := s.Windows[from : from+steps]
+		span := spanOutsideGaps(gaps, rng.IntN(len(s.Windows)-steps+1), steps)
+		if span == nil {
+			continue
+		}
+		window := make([][]predict.ClientWindow, steps)
+		for k, w := range span {
+			window[k] = s.Windows[w]
+		}
 		var sum float64 // requests per second of replay, summed over the replayed seconds
 		for k, w := range window {
 			played := math.Min(60, length-60*float64(k))
@@ -501,11 +522,39 @@ func clientsCase(rng *rand.Rand, series []predict.ClientSeries, length, scale fl
 			return nil, "", err
 		}
 		if len(reqs) > 0 {
-			return reqs, fmt.Sprintf("servegen %s/%s clients, windows %d–%d (10 min each, replayed in 1 min), mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
-				s.Category, s.Model, from, from+steps-1, mean, length), nil
+			return reqs, fmt.Sprintf("servegen %s/%s clients, windows %s, mean %.1f req/s, %.0f s, ISL/OSL exponential 360/290",
+				s.Category, s.Model, describeSpan(span), mean, length), nil
 		}
 	}
-	return nil, "", fmt.Errorf("servegen clients %s/%s: 100 spans of %d windows drawn, none with a request", s.Category, s.Model, steps)
+	return nil, "", fmt.Errorf("servegen clients %s/%s: 100 spans of %d windows drawn, none with a request outside the recording's gaps", s.Category, s.Model, steps)
+}
+
+// spanOutsideGaps returns the first steps windows from from on that are not gaps in the
+// series' recording (predict.RecordingGaps): a gap is missing data, not a quiet spell of
+// traffic, so a case replays the windows either side of it back to back. Nil when fewer than
+// steps are left.
+func spanOutsideGaps(gaps []bool, from, steps int) []int {
+	span := make([]int, 0, steps)
+	for w := from; w < len(gaps) && len(span) < steps; w++ {
+		if !gaps[w] {
+			span = append(span, w)
+		}
+	}
+	if len(span) < steps {
+		return nil
+	}
+	return span
+}
+
+// describeSpan names a span of ServeGen windows for a case's description: its first and
+// last window, and how many gaps in the recording were skipped between them.
+func describeSpan(span []int) string {
+	first, last := span[0], span[len(span)-1]
+	note := ""
+	if skipped := last - first + 1 - len(span); skipped > 0 {
+		note = fmt.Sprintf("; %d windows skipped, gaps in the recording", skipped)
+	}
+	return fmt.Sprintf("%d–%d (10 min each, replayed in 1 min%s)", first, last, note)
 }
 
 // shapeStepS is the step of a shape's rate series: a step or a flash crowd's onset lands

@@ -648,3 +648,65 @@ func TestRobustReport_BySource(t *testing.T) {
 	require.NoError(t, rep.WriteMarkdown(&md))
 	require.NotContains(t, md.String(), "By source", "one source: the summary says it all")
 }
+
+// TestRobustCases_ServeGenGapsSkipped: a ServeGen window under 5% of its series' median is a
+// gap in the recording (predict.RecordingGaps), not a quiet spell: a case replays the windows
+// either side of it back to back, says how many it skipped, and has arrivals in every minute.
+func TestRobustCases_ServeGenGapsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	rate := func(w int) float64 { // windows 20–29 unrecorded, 30 recorded in part
+		switch {
+		case w >= 20 && w < 30:
+			return 0
+		case w == 30:
+			return 1
+		}
+		return 100 + float64(10*(w%7))
+	}
+	var sg strings.Builder
+	sg.WriteString("category,model,timestamp_s,total_rate_rps\n")
+	var cl bytes.Buffer
+	zw := gzip.NewWriter(&cl)
+	fmt.Fprintln(zw, "category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2")
+	for w := range 60 {
+		fmt.Fprintf(&sg, "language,m-mid,%d,%g\n", w*600, rate(w))
+		fmt.Fprintf(zw, "language,m-mid,0,%d,%g,1.5,Gamma,0.4,0.1\n", w*600, rate(w)/2)
+		fmt.Fprintf(zw, "language,m-mid,1,%d,%g,1,Gamma,1,0.1\n", w*600, rate(w)/2)
+	}
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_client_windows_10min.csv.gz"), cl.Bytes(), 0o644))
+
+	rp := RobustPlan{Cases: 24, Seed: 1, DataDir: dir, Sources: []string{SourceServeGen, SourceServeGenClients}}
+	cases, err := rp.cases()
+	require.NoError(t, err)
+	crossed := 0
+	for _, in := range cases {
+		var first, last int
+		_, err := fmt.Sscanf(in.detail[strings.Index(in.detail, "windows ")+len("windows "):], "%d–%d", &first, &last)
+		require.NoError(t, err, in.detail)
+		gaps := 0
+		for w := first; w <= last; w++ {
+			if w >= 20 && w <= 30 {
+				gaps++
+			}
+		}
+		if gaps > 0 {
+			crossed++
+			require.Contains(t, in.detail, fmt.Sprintf("; %d windows skipped, gaps in the recording)", gaps))
+		} else {
+			require.NotContains(t, in.detail, "skipped")
+		}
+		var length float64
+		_, err = fmt.Sscanf(in.detail[strings.Index(in.detail, "req/s, ")+len("req/s, "):], "%f s", &length)
+		require.NoError(t, err, in.detail)
+		perMinute := make([]int, int(length)/60)
+		for _, r := range in.reqs {
+			if m := int(r.Arrival) / 60; m < len(perMinute) {
+				perMinute[m]++
+			}
+		}
+		require.NotContains(t, perMinute, 0, "%s: a minute with no arrival", in.detail)
+	}
+	require.Positive(t, crossed, "some span was drawn across the gap")
+}
