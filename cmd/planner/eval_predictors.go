@@ -177,7 +177,20 @@ func loadEvalSeries(dir string, intervals []float64, serveGen bool) (series []ev
 				return nil, nil, err
 			}
 			for _, r := range rs {
-				series = append(series, evalSeries{trace: name, series: r.Model, interval: r.StepSeconds, counts: r.Counts})
+				// A gap in ServeGen's recording is missing data, not a quiet spell: the series is
+				// forecast over the windows either side of it, back to back.
+				var counts []float64
+				gaps := r.Gaps()
+				for w, c := range r.Counts {
+					if !gaps[w] {
+						counts = append(counts, c)
+					}
+				}
+				if n := len(r.Counts) - len(counts); n > 0 {
+					skipped = append(skipped, fmt.Sprintf("%s %s: %d of %d windows (gaps in the recording: under %.0f%% of the series' median)",
+						name, r.Model, n, len(r.Counts), 100*predict.RecordingGapShare))
+				}
+				series = append(series, evalSeries{trace: name, series: r.Model, interval: r.StepSeconds, counts: counts})
 			}
 			continue
 		}

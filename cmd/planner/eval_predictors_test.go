@@ -173,3 +173,29 @@ func TestEvalPredictors_Trace(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalPredictorsServeGenGaps: windows under 5% of a ServeGen series' median are gaps in
+// its recording, left out of the series (and reported), not forecast as a quiet spell.
+func TestEvalPredictorsServeGenGaps(t *testing.T) {
+	dir := t.TempDir()
+	var sg strings.Builder
+	sg.WriteString("category,model,timestamp_s,total_rate_rps\n")
+	for i := range 12 {
+		rate := 100 + 10*(i%3)
+		if i == 5 || i == 6 {
+			rate = 0
+		}
+		fmt.Fprintf(&sg, "language,m-test,%d,%d\n", i*600, rate)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
+	var out, errb bytes.Buffer
+	require.NoError(t, runEvalPredictors(context.Background(), []string{"--data", dir, "--json"}, &out, &errb))
+	var rep evalReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Equal(t, []string{"servegen_aggregate_10min.csv m-test: 2 of 12 windows (gaps in the recording: under 5% of the series' median)"}, rep.Skipped)
+	require.Len(t, rep.Results, len(evalPredictors))
+	for _, r := range rep.Results {
+		require.Equal(t, 9, r.Intervals, "%s: 10 windows outside the gap, each after the first forecast", r.Predictor)
+		require.Equal(t, 9, r.Scored, r.Predictor)
+	}
+}
