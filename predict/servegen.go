@@ -107,14 +107,14 @@ func ReadServeGenClients(path string) ([]ClientSeries, error) {
 
 // RecordingGapShare is the share of a series' median window rate under which a ServeGen
 // window is a gap in the recording, not traffic. In the published files 139 of the 6,336
-// windows are under 1.4% of their series' median — runs of 1 to 23 windows in the two
-// language models m-mid and m-small, at 0 (or a few req/s) where the windows either side carry
+// windows are under 1.4% of their series' median — runs of 1 to 24 windows in the two
+// language models m-mid and m-small, at 0–25 req/s where the windows either side carry
 // hundreds to thousands — and no window lies between that and 25% of its series' median.
 const RecordingGapShare = 0.05
 
 // RecordingGaps reports which windows of a series of per-window rates (or counts) are gaps
-// in its recording: those under RecordingGapShare of the series' median window. A series
-// whose median is 0 has none.
+// in its recording: those under RecordingGapShare of the series' median window (the upper
+// of the two middle windows when their number is even). A series whose median is 0 has none.
 func RecordingGaps(rates []float64) []bool {
 	gaps := make([]bool, len(rates))
 	if len(rates) == 0 {

@@ -155,8 +155,9 @@ func parseIntervals(s string) ([]float64, error) {
 }
 
 // loadEvalSeries reads every file of dir (sorted by name): request traces bucketed at each
-// interval, and the ServeGen aggregate (one series per model) when serveGen is set. Files
-// of another format are reported as skipped.
+// interval, and the ServeGen aggregate (one series per model, without the gaps in its
+// recording) when serveGen is set. Files of another format, and the gap windows left out,
+// are reported as skipped.
 func loadEvalSeries(dir string, intervals []float64, serveGen bool) (series []evalSeries, skipped []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -299,17 +299,10 @@ func (rp RobustPlan) cases() ([]robustInput, error) {
 			if len(s.Counts) < steps {
 				return nil, fmt.Errorf("evaluate: robustness: servegen %s/%s has %d windows, want %d", s.Category, s.Model, len(s.Counts), steps)
 			}
-			// A start whose span runs into the series' end once its gaps are skipped is drawn
-			// again (up to 100 times).
 			gaps := s.Gaps()
-			var span []int
-			for range 100 {
-				if span = spanOutsideGaps(gaps, rng.IntN(len(s.Counts)-steps+1), steps); span != nil {
-					break
-				}
-			}
+			span := spanOutsideGaps(gaps, rng.IntN(len(s.Counts)-steps+1), steps)
 			if span == nil {
-				return nil, fmt.Errorf("evaluate: robustness: servegen %s/%s: 100 starts drawn, none with %d windows after it outside the recording's gaps", s.Category, s.Model, steps)
+				return nil, fmt.Errorf("evaluate: robustness: servegen %s/%s has fewer than %d windows outside the gaps in its recording", s.Category, s.Model, steps)
 			}
 			window := make([]float64, steps)
 			for k, w := range span {
@@ -487,8 +480,9 @@ func (rp RobustPlan) scales() (lo, hi float64, err error) {
 // clientsCase draws a SourceServeGenClients case: one of the series, a span of its windows
 // each replayed in a minute (ten-minute windows, as SourceServeGen's) over length seconds,
 // and a mean rate of 2–5 req/s × scale that every client's rate is scaled to, weighting each
-// window by the seconds it is replayed. A span with no request in its replayed seconds, or
-// whose draw holds none, is drawn again (up to 100 times).
+// window by the seconds it is replayed, skipping the gaps in the series' recording
+// (spanOutsideGaps). A span with no request in its replayed seconds, or whose draw holds
+// none, is drawn again (up to 100 times).
 func clientsCase(rng *rand.Rand, series []predict.ClientSeries, length, scale float64, seed uint64) ([]predict.Request, string, error) {
 	s := series[rng.IntN(len(series))]
 	steps := int(math.Ceil(length / 60))
@@ -531,13 +525,20 @@ func clientsCase(rng *rand.Rand, series []predict.ClientSeries, length, scale fl
 
 // spanOutsideGaps returns the first steps windows from from on that are not gaps in the
 // series' recording (predict.RecordingGaps): a gap is missing data, not a quiet spell of
-// traffic, so a case replays the windows either side of it back to back. Nil when fewer than
-// steps are left.
+// traffic, so a case replays the windows either side of it back to back. A span that would
+// run past the series' end is its last steps windows outside the gaps instead (a start drawn
+// in or just before a run of gaps is so more likely than others; with no gap in the span,
+// it is the windows from from on, as drawn). Nil when the series has fewer than steps.
 func spanOutsideGaps(gaps []bool, from, steps int) []int {
-	span := make([]int, 0, steps)
+	var span []int
 	for w := from; w < len(gaps) && len(span) < steps; w++ {
 		if !gaps[w] {
 			span = append(span, w)
+		}
+	}
+	for w := from - 1; w >= 0 && len(span) < steps; w-- {
+		if !gaps[w] {
+			span = slices.Insert(span, 0, w)
 		}
 	}
 	if len(span) < steps {

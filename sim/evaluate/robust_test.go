@@ -710,3 +710,74 @@ func TestRobustCases_ServeGenGapsSkipped(t *testing.T) {
 	}
 	require.Positive(t, crossed, "some span was drawn across the gap")
 }
+
+func TestSpanOutsideGaps(t *testing.T) {
+	gaps := func(at ...int) []bool {
+		g := make([]bool, 10)
+		for _, w := range at {
+			g[w] = true
+		}
+		return g
+	}
+	for name, tc := range map[string]struct {
+		gaps        []bool
+		from, steps int
+		want        []int
+	}{
+		"no gap":                    {gaps(), 2, 3, []int{2, 3, 4}},
+		"a gap inside":              {gaps(3, 4), 2, 3, []int{2, 5, 6}},
+		"a start in a gap":          {gaps(2, 3), 2, 3, []int{4, 5, 6}},
+		"up to the end":             {gaps(), 7, 3, []int{7, 8, 9}},
+		"past the end: the last":    {gaps(8), 7, 3, []int{6, 7, 9}},
+		"a start in the final gaps": {gaps(8, 9), 8, 3, []int{5, 6, 7}},
+		"too few outside the gaps":  {gaps(0, 1, 2, 3, 4, 5, 6, 7), 0, 3, nil},
+	} {
+		require.Equal(t, tc.want, spanOutsideGaps(tc.gaps, tc.from, tc.steps), name)
+	}
+}
+
+// TestRobustCases_ServeGenGapFreeSpansUnchanged: a span that meets no gap in the recording
+// draws the windows, and so the case, it drew before the gaps were skipped — the same as on
+// a series with no gap at all.
+func TestRobustCases_ServeGenGapFreeSpansUnchanged(t *testing.T) {
+	write := func(gapFrom int) string { // windows from gapFrom on unrecorded
+		dir := t.TempDir()
+		var sg strings.Builder
+		sg.WriteString("category,model,timestamp_s,total_rate_rps\n")
+		var cl bytes.Buffer
+		zw := gzip.NewWriter(&cl)
+		fmt.Fprintln(zw, "category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2")
+		for w := range 120 {
+			rate := 100 + float64(10*(w%7))
+			if w >= gapFrom {
+				rate = 0
+			}
+			fmt.Fprintf(&sg, "language,m-mid,%d,%g\n", w*600, rate)
+			fmt.Fprintf(zw, "language,m-mid,0,%d,%g,1.5,Gamma,0.4,0.1\n", w*600, rate)
+		}
+		require.NoError(t, zw.Close())
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_client_windows_10min.csv.gz"), cl.Bytes(), 0o644))
+		return dir
+	}
+	sources := []string{SourceServeGen, SourceServeGenClients}
+	whole, err := RobustPlan{Cases: 30, Seed: 2, DataDir: write(120), Sources: sources}.cases()
+	require.NoError(t, err)
+	gapped, err := RobustPlan{Cases: 30, Seed: 2, DataDir: write(100), Sources: sources}.cases()
+	require.NoError(t, err)
+	same, moved := 0, 0
+	for i := range whole {
+		var first, last int
+		_, err := fmt.Sscanf(whole[i].detail[strings.Index(whole[i].detail, "windows ")+len("windows "):], "%d–%d", &first, &last)
+		require.NoError(t, err, whole[i].detail)
+		if last < 100 {
+			same++
+			require.Equal(t, whole[i], gapped[i], "case %d meets no gap", i)
+		} else {
+			moved++
+			require.NotEqual(t, whole[i].detail, gapped[i].detail, "case %d ran into the gap", i)
+		}
+	}
+	require.Positive(t, same)
+	require.Positive(t, moved)
+}
