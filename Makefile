@@ -98,7 +98,7 @@ SEED_FLAGS := --baselines oracle,static,ahead,dynamo-sla --policies ahead,dynamo
 SEED_REPORTS := $(foreach s,$(SEED_SCENARIOS),$(foreach n,$(ARRIVAL_SEEDS),$(BENCH_OUT)/seeds/$(s)-seed$(n).json))
 
 .PHONY: bench-sim
-bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets), also on the two sinusoid scenarios at arrival seeds 2-6; regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 45 minutes on 2 cores (42m27s and 42m46s on 2026-11-30; 4 for the scenarios, 6.5 for the seeds).
+bench-sim: ## Score the policies on every scenario against the oracle and baselines (+ startup sweep, predictors) and run the robustness benchmark (20 seeded cases, 10 each of the synthetic shapes and of ServeGen's clients with the oracle, and 10 aggregated deployments) and tabulates the ahead policy against the targets (planner targets), also on the two sinusoid scenarios at arrival seeds 2-6; regenerates docs/benchmarks.md's results and writes HTML/JSON to bench-sim-out/. Needs ../shared/data. About 45 minutes on 2 cores (43m45s, 42m27s and 42m46s on 2026-11-30; 4 for the scenarios, 6.5 for the seeds).
 	@$(GO) build -o $(TOOLS)/planner ./cmd/planner
 	@rm -f $(BENCH_OUT)/results.md $(BENCH_OUT)/robust.md $(BENCH_OUT)/shapes.md $(BENCH_OUT)/clients.md $(BENCH_OUT)/agg.md $(BENCH_OUT)/targets.md \
 		$(BENCH_OUT)/seeds.md $(BENCH_OUT)/seeds/*.json $(BENCH_OUT)/seeds/*.html; mkdir -p $(BENCH_OUT)/seeds
