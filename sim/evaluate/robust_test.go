@@ -663,19 +663,7 @@ func TestRobustCases_ServeGenGapsSkipped(t *testing.T) {
 		}
 		return 100 + float64(10*(w%7))
 	}
-	var sg strings.Builder
-	sg.WriteString("category,model,timestamp_s,total_rate_rps\n")
-	var cl bytes.Buffer
-	zw := gzip.NewWriter(&cl)
-	fmt.Fprintln(zw, "category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2")
-	for w := range 60 {
-		fmt.Fprintf(&sg, "language,m-mid,%d,%g\n", w*600, rate(w))
-		fmt.Fprintf(zw, "language,m-mid,0,%d,%g,1.5,Gamma,0.4,0.1\n", w*600, rate(w)/2)
-		fmt.Fprintf(zw, "language,m-mid,1,%d,%g,1,Gamma,1,0.1\n", w*600, rate(w)/2)
-	}
-	require.NoError(t, zw.Close())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_client_windows_10min.csv.gz"), cl.Bytes(), 0o644))
+	writeServeGen(t, dir, 60, rate)
 
 	rp := RobustPlan{Cases: 24, Seed: 1, DataDir: dir, Sources: []string{SourceServeGen, SourceServeGenClients}}
 	cases, err := rp.cases()
@@ -742,22 +730,12 @@ func TestSpanOutsideGaps(t *testing.T) {
 func TestRobustCases_ServeGenGapFreeSpansUnchanged(t *testing.T) {
 	write := func(gapFrom int) string { // windows from gapFrom on unrecorded
 		dir := t.TempDir()
-		var sg strings.Builder
-		sg.WriteString("category,model,timestamp_s,total_rate_rps\n")
-		var cl bytes.Buffer
-		zw := gzip.NewWriter(&cl)
-		fmt.Fprintln(zw, "category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2")
-		for w := range 120 {
-			rate := 100 + float64(10*(w%7))
+		writeServeGen(t, dir, 120, func(w int) float64 {
 			if w >= gapFrom {
-				rate = 0
+				return 0
 			}
-			fmt.Fprintf(&sg, "language,m-mid,%d,%g\n", w*600, rate)
-			fmt.Fprintf(zw, "language,m-mid,0,%d,%g,1.5,Gamma,0.4,0.1\n", w*600, rate)
-		}
-		require.NoError(t, zw.Close())
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_client_windows_10min.csv.gz"), cl.Bytes(), 0o644))
+			return 100 + float64(10*(w%7))
+		})
 		return dir
 	}
 	sources := []string{SourceServeGen, SourceServeGenClients}
@@ -780,4 +758,23 @@ func TestRobustCases_ServeGenGapFreeSpansUnchanged(t *testing.T) {
 	}
 	require.Positive(t, same)
 	require.Positive(t, moved)
+}
+
+// writeServeGen writes a ServeGen aggregate and client file of one series (language/m-mid)
+// of the given windows into dir, each window at rate(w) req/s, sent by two clients alike.
+func writeServeGen(t *testing.T, dir string, windows int, rate func(w int) float64) {
+	t.Helper()
+	var sg strings.Builder
+	sg.WriteString("category,model,timestamp_s,total_rate_rps\n")
+	var cl bytes.Buffer
+	zw := gzip.NewWriter(&cl)
+	fmt.Fprintln(zw, "category,model,client_id,timestamp_s,rate_rps,iat_cv,iat_dist,iat_param1,iat_param2")
+	for w := range windows {
+		fmt.Fprintf(&sg, "language,m-mid,%d,%g\n", w*600, rate(w))
+		fmt.Fprintf(zw, "language,m-mid,0,%d,%g,1.5,Gamma,0.4,0.1\n", w*600, rate(w)/2)
+		fmt.Fprintf(zw, "language,m-mid,1,%d,%g,1,Gamma,1,0.1\n", w*600, rate(w)/2)
+	}
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_aggregate_10min.csv"), []byte(sg.String()), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "servegen_client_windows_10min.csv.gz"), cl.Bytes(), 0o644))
 }
