@@ -526,9 +526,10 @@ func clientsCase(rng *rand.Rand, series []predict.ClientSeries, length, scale fl
 // spanOutsideGaps returns the first steps windows from from on that are not gaps in the
 // series' recording (predict.RecordingGaps): a gap is missing data, not a quiet spell of
 // traffic, so a case replays the windows either side of it back to back. A span that would
-// run past the series' end is its last steps windows outside the gaps instead (a start drawn
-// in or just before a run of gaps is so more likely than others; with no gap in the span,
-// it is the windows from from on, as drawn). Nil when the series has fewer than steps.
+// run past the series' end is its last steps windows outside the gaps instead. With no gap in
+// it, a span is the windows from from on, as drawn; the window after a run of gaps, and the
+// series' last span, are drawn more often than others. Nil when the series has fewer than
+// steps windows outside the gaps.
 func spanOutsideGaps(gaps []bool, from, steps int) []int {
 	var span []int
 	for w := from; w < len(gaps) && len(span) < steps; w++ {
