@@ -65,7 +65,7 @@ fuzz: ## Run every Fuzz* target in the module (found by go test -list), one at a
 	echo "make fuzz: $$count fuzz targets ran for $(FUZZTIME) each"
 
 BENCH_SCENARIOS := sinusoid-rr-5-45 azure-code-2023 mooncake-conversation mooncake-conversation-reuse sinusoid-rr-5-45-agg mooncake-conversation-agg \
-	dynamo-sla-e2e dynamo-replay-mooncake-agg dynamo-replay-mooncake-agg-4x
+	dynamo-sla-e2e dynamo-replay-mooncake-agg dynamo-replay-mooncake-agg-4x traffic-stop
 # The flags of every scenario's run, unless BENCH_FLAGS_<scenario> replaces them.
 BENCH_FLAGS := --startup-sweep 0,30,60,120,300 --predictors constant,arima,kalman,prophet --predictor-policy dynamo-sla
 # Dynamo's SLA-planner E2E test: its own planner and statics only, and the startup sweep that shows where the
@@ -75,6 +75,9 @@ BENCH_FLAGS_dynamo-sla-e2e := --baselines none --startup-sweep 0,10,20,30,45,60,
 DYNAMO_REPLAY_FLAGS := --startup-sweep 0,30,60,90,120,150,200,300 --sweep-policy dynamo-replay
 BENCH_FLAGS_dynamo-replay-mooncake-agg := $(DYNAMO_REPLAY_FLAGS)
 BENCH_FLAGS_dynamo-replay-mooncake-agg-4x := $(DYNAMO_REPLAY_FLAGS)
+# Traffic that stops and comes back (added 2026-11-30, designed on): how much a startup shorter or longer than
+# the scenario's costs the return; no predictor backtest (a stop is not a load to forecast).
+BENCH_FLAGS_traffic-stop := --startup-sweep 0,30,60,120
 BENCH_OUT := bench-sim-out
 # The robustness benchmark's cases: seed 3 was not looked at while the ahead policy was tuned (seed 1 was, and seed 2's case 19).
 ROBUST_CASES := 20

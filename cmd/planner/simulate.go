@@ -63,7 +63,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.mode, "mode", "", "deployment shape simulated: disagg or agg (default: the scenario's mode, or the --config file's); another than the scenario's is reported as <scenario>-as-<mode>")
 	fs.StringVar(&o.startup, "startup", "", "engine startup delay (e.g. 60s; default: the scenario's, 60s with --trace); another than the scenario's is reported as <scenario>-startup-<N>s")
 	fs.StringVar(&o.router, "router", "", "frontend routing of every replay: least_loaded, round_robin or kv (default: the scenario's router, least_loaded); another than the scenario's is reported as <scenario>-router-<mode>")
-	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid) trace, in place of the scenario's: the same load drawn again; another than the scenario's is reported as <scenario>-seed<N> (default: the scenario's)")
+	fs.StringVar(&o.seed, "seed", "", "arrival seed of a generated (sinusoid or phases) trace, in place of the scenario's: the same load drawn again; another than the scenario's is reported as <scenario>-seed<N> (default: the scenario's)")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "", "prefill engines' prefix cache of the trace's hash ids: on or off (default: the scenario's prefix_cache, off); another than the scenario's is reported as <scenario>-prefix-cache-<on|off>")
 	fs.Float64Var(&o.goodputTarget, "goodput-target", 0, "goodput target of the oracle and the static search (default: the scenario's, 0.9 with --trace)")
 	fs.Float64Var(&o.sloGoodput, "slo-goodput", 0, "goodput the policies are held to; above the goodput target, the oracle and the static search also run at it (the slo-oracle and slo-static rows; default: the scenario's, 0.95)")
@@ -240,13 +240,19 @@ func (o simulateOptions) plan() (evaluate.Plan, error) {
 		if err != nil {
 			return evaluate.Plan{}, fmt.Errorf("simulate: --seed %q: want a whole number from 0 to %d", o.seed, uint64(math.MaxUint64))
 		}
-		if sc.Trace.Sinusoid == nil {
-			return evaluate.Plan{}, fmt.Errorf("simulate: --seed: scenario %s replays a trace file, whose arrivals have no seed (only a generated sinusoid trace has one)", sc.Name)
+		var own *uint64 // the generated load's seed
+		switch {
+		case sc.Trace.Sinusoid != nil:
+			own = &sc.Trace.Sinusoid.Seed
+		case sc.Trace.Phases != nil:
+			own = &sc.Trace.Phases.Seed
+		default:
+			return evaluate.Plan{}, fmt.Errorf("simulate: --seed: scenario %s replays a trace file, whose arrivals have no seed (only a generated load, sinusoid or phases, has one)", sc.Name)
 		}
-		if seed != sc.Trace.Sinusoid.Seed {
+		if seed != *own {
 			variant = append(variant, fmt.Sprintf("seed%d", seed))
 		}
-		sc.Trace.Sinusoid.Seed = seed
+		*own = seed
 	}
 	report := strings.Join(append([]string{sc.Name}, variant...), "-")
 	if len(report) > evaluate.MaxScenarioNameBytes {

@@ -107,6 +107,15 @@ func TestSimulate_Seed(t *testing.T) {
 	require.Equal(t, "sinusoid-rr-5-45-as-agg-seed2", run("--seed", "2", "--mode", "agg").Scenario)
 }
 
+// TestSimulate_SeedOfPhases: --seed draws a load in phases again too.
+func TestSimulate_SeedOfPhases(t *testing.T) {
+	o := simulateOptions{scenario: filepath.Join("..", "..", "scenarios", "traffic-stop.yaml"), baselines: "none", policies: "ahead", seed: "2"}
+	plan, err := o.plan()
+	require.NoError(t, err)
+	require.Equal(t, "traffic-stop-seed2", plan.Scenario.Name)
+	require.Equal(t, uint64(2), plan.Scenario.Trace.Phases.Seed)
+}
+
 // TestSimulate_VariantNames checks that every flag simulating another deployment or load than
 // the scenario's names the report apart, and that the scenario's own settings keep its name.
 func TestSimulate_VariantNames(t *testing.T) {

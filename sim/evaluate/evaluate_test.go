@@ -120,6 +120,9 @@ func TestLoadScenario(t *testing.T) {
 		"name too long":     {strings.Replace(validScenario, "name: step", "name: "+strings.Repeat("s", 201), 1), "want 1 to 200 bytes"},
 		"bad prefix cache":  {validScenario + "prefix_cache: maybe\n", "prefix_cache"},
 		"model, no file":    {strings.Replace(validScenario, "trace: {", "trace: {model: GPT-4, ", 1), "model selects a trace file's requests"},
+		"speedup, no file":  {strings.Replace(validScenario, "trace: {", "trace: {speedup: 2, ", 1), "cut and compress a trace file"},
+		"sinusoid and phases": {strings.Replace(validScenario, "trace: {", "trace: {phases: {isl: 10, osl: 10, steps: [{rps: 1, duration_s: 10}]}, ", 1),
+			"exactly one of file, sinusoid and phases"},
 		"blank model": {strings.Replace(validScenario, "trace: {sinusoid: {duration_s: 60, min_rps: 1, max_rps: 2, period_s: 60, isl: 1000, osl: 10, seed: 1}}",
 			`trace: {file: b.csv, model: " "}`, 1), `model name " " is blank`},
 	} {
@@ -129,6 +132,63 @@ func TestLoadScenario(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestScenario_Phases: a load in phases holds each phase's rate (or ramps it) for its
+// duration, draws the same requests from the same seed, and says what it is; bad phases are
+// errors naming what is wrong.
+func TestScenario_Phases(t *testing.T) {
+	phases := func(steps string) string {
+		return strings.Replace(validScenario, "trace: {sinusoid: {duration_s: 60, min_rps: 1, max_rps: 2, period_s: 60, isl: 1000, osl: 10, seed: 1}}",
+			"trace: {phases: {isl: 500, osl: 50, seed: 7, steps: ["+steps+"]}}", 1)
+	}
+	sc, err := LoadScenario(writeScenario(t, phases("{rps: 40, duration_s: 100}, {rps: 0, duration_s: 200}, {rps: 0, to_rps: 20, duration_s: 100}")))
+	require.NoError(t, err)
+	reqs, desc, err := sc.Requests(t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, "phases: 40 req/s 100 s, then 0 req/s 200 s, then 0→20 req/s 100 s; ISL/OSL exponential 500/50, seed 7", desc)
+	count := func(from, to float64) (n int) {
+		for _, r := range reqs {
+			if r.Arrival >= from && r.Arrival < to {
+				n++
+			}
+		}
+		return n
+	}
+	require.InDelta(t, 4000, count(0, 100), 4*math.Sqrt(4000), "40 req/s for 100 s")
+	require.Zero(t, count(100, 300), "nothing while the rate is 0")
+	require.InDelta(t, 1000, count(300, 400), 4*math.Sqrt(1000), "a ramp from 0 to 20 req/s: 10 on average")
+	require.Less(t, count(300, 350), count(350, 400), "the ramp rises")
+	var isl float64
+	for _, r := range reqs {
+		require.LessOrEqual(t, r.InputTokens+r.OutputTokens, DefaultPhasesMaxTokens)
+		isl += float64(r.InputTokens)
+	}
+	require.InDelta(t, 500, isl/float64(len(reqs)), 25, "exponential prompts of mean 500")
+	again, _, err := sc.Requests(t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, reqs, again, "the same seed, the same requests")
+
+	for name, tc := range map[string]struct{ steps, want string }{
+		"no phase":            {"", "want 1 to 10000 phases"},
+		"fractional duration": {"{rps: 1, duration_s: 1.5}", "duration_s 1.5: want a whole number of seconds"},
+		"zero duration":       {"{rps: 1, duration_s: 0}", "duration_s 0"},
+		"negative rate":       {"{rps: -1, duration_s: 10}", "rps and to_rps must be from 0"},
+		"rate too high":       {"{rps: 1, to_rps: 1e9, duration_s: 10}", "rps and to_rps must be from 0"},
+		"not a number":        {"{rps: .nan, duration_s: 10}", "rps and to_rps must be from 0"},
+		"over a week":         {"{rps: 1, duration_s: 604800}, {rps: 1, duration_s: 1}", "over a week"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadScenario(writeScenario(t, phases(tc.steps)))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	sc, err = LoadScenario(writeScenario(t, phases("{rps: 0, duration_s: 100}")))
+	require.NoError(t, err, "a load of rate 0 is valid; it draws no request")
+	_, _, err = sc.Requests(t.TempDir())
+	require.ErrorContains(t, err, "the phases drew no request")
+	_, err = LoadScenario(writeScenario(t, strings.Replace(phases("{rps: 1, duration_s: 10}"), "isl: 500", "isl: 0", 1)))
+	require.ErrorContains(t, err, "isl (0) and osl (50) are mean token counts")
 }
 
 // TestScenario_TraceModel: a scenario's trace.model replays one model's requests of a

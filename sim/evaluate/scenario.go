@@ -243,7 +243,7 @@ type SLA struct {
 	ITLMs  float64 `yaml:"itl_ms" json:"itl_ms"`
 }
 
-// TraceSpec is a trace file or Dynamo's sinusoidal load.
+// TraceSpec is a trace file, Dynamo's sinusoidal load or a load in phases.
 type TraceSpec struct {
 	// File is a Mooncake JSONL, Azure CSV or BurstGPT CSV trace; a relative path is looked
 	// up in the data folder given to Requests, then next to the scenario file.
@@ -261,6 +261,119 @@ type TraceSpec struct {
 	Model string `yaml:"model,omitempty"`
 	// Sinusoid generates Dynamo's sin_synth load instead of reading a file.
 	Sinusoid *SinusoidSpec `yaml:"sinusoid,omitempty"`
+	// Phases generates a load in phases instead: steps, ramps, traffic that stops and comes
+	// back.
+	Phases *PhasesSpec `yaml:"phases,omitempty"`
+}
+
+// PhasesSpec is a load in phases, one after the other: each holds its rate for its duration,
+// or ramps linearly from it to to_rps. Each second's request count is Poisson with the rate at
+// the second's start (loadgen.FromRates), spread evenly inside it; prompt and output lengths
+// are exponential with means isl and osl (at least 1 token each, at most max_tokens in all).
+type PhasesSpec struct {
+	Steps     []PhaseSpec `yaml:"steps"`
+	ISL       float64     `yaml:"isl"`
+	OSL       float64     `yaml:"osl"`
+	MaxTokens int         `yaml:"max_tokens,omitempty"` // default DefaultPhasesMaxTokens
+	Seed      uint64      `yaml:"seed"`
+}
+
+// PhaseSpec is one phase of a PhasesSpec.
+type PhaseSpec struct {
+	RPS             float64  `yaml:"rps"`
+	ToRPS           *float64 `yaml:"to_rps,omitempty"` // a linear ramp from rps to it (default: rps throughout)
+	DurationSeconds float64  `yaml:"duration_s"`
+}
+
+// Bounds of a PhasesSpec.
+const (
+	// MaxPhases is the most phases a load has.
+	MaxPhases = 10000
+	// MaxPhasesSeconds is the longest load in phases: a week, as loadgen.FromRates.
+	MaxPhasesSeconds = 7 * 24 * 3600
+	// MaxPhaseRPS is the highest rate of a phase, as loadgen.FromRates.
+	MaxPhaseRPS = 1e5
+	// DefaultPhasesMaxTokens is the longest request of a load in phases unless max_tokens
+	// says otherwise: the bundled H200 profile's context.
+	DefaultPhasesMaxTokens = 16384
+)
+
+// rates checks the phases and returns the rate of each second of the load.
+func (p *PhasesSpec) rates() ([]float64, error) {
+	switch {
+	case len(p.Steps) == 0 || len(p.Steps) > MaxPhases:
+		return nil, fmt.Errorf("phases: steps: want 1 to %d phases, have %d", MaxPhases, len(p.Steps))
+	case !(p.ISL >= 1) || !(p.OSL >= 1) || p.ISL > DefaultPhasesMaxTokens*64 || p.OSL > DefaultPhasesMaxTokens*64:
+		return nil, fmt.Errorf("phases: isl (%v) and osl (%v) are mean token counts from 1 to %d", p.ISL, p.OSL, DefaultPhasesMaxTokens*64)
+	case p.MaxTokens < 0 || p.MaxTokens == 1 || p.MaxTokens > 1<<24:
+		return nil, fmt.Errorf("phases: max_tokens %d: want 2 to %d (0: %d)", p.MaxTokens, 1<<24, DefaultPhasesMaxTokens)
+	}
+	var total float64
+	for i, st := range p.Steps {
+		to := st.RPS
+		if st.ToRPS != nil {
+			to = *st.ToRPS
+		}
+		switch {
+		case !(st.DurationSeconds >= 1) || st.DurationSeconds != math.Trunc(st.DurationSeconds) || st.DurationSeconds > MaxPhasesSeconds:
+			return nil, fmt.Errorf("phases: steps[%d]: duration_s %v: want a whole number of seconds from 1 to %d", i, st.DurationSeconds, MaxPhasesSeconds)
+		case !(st.RPS >= 0 && st.RPS <= MaxPhaseRPS) || !(to >= 0 && to <= MaxPhaseRPS):
+			return nil, fmt.Errorf("phases: steps[%d]: rps and to_rps must be from 0 to %g req/s", i, float64(MaxPhaseRPS))
+		}
+		total += st.DurationSeconds
+	}
+	if total > MaxPhasesSeconds {
+		return nil, fmt.Errorf("phases: %v s in all, over a week (%d s)", total, MaxPhasesSeconds)
+	}
+	out := make([]float64, 0, int(total))
+	for _, st := range p.Steps {
+		to := st.RPS
+		if st.ToRPS != nil {
+			to = *st.ToRPS
+		}
+		for k := 0; float64(k) < st.DurationSeconds; k++ {
+			out = append(out, st.RPS+(to-st.RPS)*float64(k)/st.DurationSeconds)
+		}
+	}
+	return out, nil
+}
+
+// options is the loadgen form of the phases.
+func (p *PhasesSpec) options() (loadgen.RatesOptions, error) {
+	rates, err := p.rates()
+	if err != nil {
+		return loadgen.RatesOptions{}, err
+	}
+	most := p.MaxTokens
+	if most == 0 {
+		most = DefaultPhasesMaxTokens
+	}
+	return loadgen.RatesOptions{Rates: rates, StepS: 1, DurationS: float64(len(rates)), MeanISL: p.ISL, MeanOSL: p.OSL,
+		MaxTokens: most, Seed: p.Seed}, nil
+}
+
+// describe is the phases in a line: each phase's rate and length, or, past six phases, their
+// number, range and total length.
+func (p *PhasesSpec) describe() string {
+	var total, lo, hi float64
+	lo = math.Inf(1)
+	parts := make([]string, 0, len(p.Steps))
+	for _, st := range p.Steps {
+		to := st.RPS
+		part := fmt.Sprintf("%g req/s %g s", st.RPS, st.DurationSeconds)
+		if st.ToRPS != nil {
+			to = *st.ToRPS
+			part = fmt.Sprintf("%g→%g req/s %g s", st.RPS, to, st.DurationSeconds)
+		}
+		parts = append(parts, part)
+		total += st.DurationSeconds
+		lo, hi = math.Min(lo, math.Min(st.RPS, to)), math.Max(hi, math.Max(st.RPS, to))
+	}
+	what := strings.Join(parts, ", then ")
+	if len(parts) > 6 {
+		what = fmt.Sprintf("%d phases at %g–%g req/s, %g s", len(parts), lo, hi, total)
+	}
+	return fmt.Sprintf("phases: %s; ISL/OSL exponential %g/%g, seed %d", what, p.ISL, p.OSL, p.Seed)
 }
 
 // SinusoidSpec is Dynamo's sinusoidal load (benchmarks/sin_load_generator).
@@ -360,8 +473,8 @@ func (sc *Scenario) Validate() error {
 		strings.ContainsAny(sc.Name, "/\\\x00"):
 		// The name is the report's file name in planner simulate --out.
 		return bad("name %q: want 1 to %d bytes, a file name (no / or \\, not . or ..)", sc.Name, MaxScenarioNameBytes)
-	case !sc.generated && (sc.Trace.File == "") == (sc.Trace.Sinusoid == nil):
-		return bad("trace: give exactly one of file and sinusoid")
+	case !sc.generated && sc.Trace.sources() != 1:
+		return bad("trace: give exactly one of file, sinusoid and phases")
 	case !(sc.SLA.TTFTMs > 0) || !(sc.SLA.ITLMs > 0):
 		return bad("sla: ttft_ms and itl_ms must be > 0")
 	case !(sc.GoodputTarget > 0 && sc.GoodputTarget <= 1):
@@ -382,6 +495,8 @@ func (sc *Scenario) Validate() error {
 		return bad("trace: from_s, length_s, speedup and max_context must be ≥ 0")
 	case sc.Trace.Model != "" && sc.Trace.File == "":
 		return bad("trace: model selects a trace file's requests; it needs file")
+	case sc.Trace.File == "" && (sc.Trace.FromSeconds != 0 || sc.Trace.LengthSeconds != 0 || (sc.Trace.Speedup != 0 && sc.Trace.Speedup != 1) || sc.Trace.MaxContext != 0):
+		return bad("trace: from_s, length_s, speedup and max_context cut and compress a trace file; a generated load (sinusoid, phases) gives its own")
 	}
 	if err := predict.CheckModelName(sc.Trace.Model); err != nil {
 		return bad("trace: %v", err)
@@ -428,6 +543,11 @@ func (sc *Scenario) Validate() error {
 		o := s.options()
 		if err := o.Validate(); err != nil {
 			return bad("trace: sinusoid: %v", err)
+		}
+	}
+	if p := sc.Trace.Phases; p != nil {
+		if _, err := p.rates(); err != nil {
+			return bad("trace: %v", err)
 		}
 	}
 	if len(sc.Policies) == 0 {
@@ -543,6 +663,20 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 		return reqs, fmt.Sprintf("sinusoid rr-%g-%g period %g s, %g s, ISL %d / OSL %d, seed %d",
 			s.MinRPS, s.MaxRPS, s.PeriodSeconds, s.DurationSeconds, s.ISL, s.OSL, s.Seed), nil
 	}
+	if p := t.Phases; p != nil {
+		o, err := p.options()
+		if err != nil {
+			return nil, "", fmt.Errorf("scenario %s: trace: %w", sc.Name, err)
+		}
+		reqs, err := loadgen.FromRates(o)
+		if err != nil {
+			return nil, "", fmt.Errorf("scenario %s: trace: %w", sc.Name, err)
+		}
+		if len(reqs) == 0 {
+			return nil, "", fmt.Errorf("scenario %s: trace: the phases drew no request (every rate 0, or too short)", sc.Name)
+		}
+		return reqs, p.describe(), nil
+	}
 	path := t.File
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dataDir, t.File)
@@ -582,6 +716,17 @@ func (sc *Scenario) Requests(dataDir string) ([]predict.Request, string, error) 
 		desc += fmt.Sprintf(", %d requests longer than %d tokens dropped", dropped, t.MaxContext)
 	}
 	return reqs, desc, nil
+}
+
+// sources counts the trace's sources given: a file, a sinusoid, phases.
+func (t TraceSpec) sources() int {
+	n := 0
+	for _, given := range []bool{t.File != "", t.Sinusoid != nil, t.Phases != nil} {
+		if given {
+			n++
+		}
+	}
+	return n
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
