@@ -1385,14 +1385,14 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		if caps == nil {
 			caps = &EngineCapabilities{}
 		}
-		rate := f.Rate
-		if f.ISL > 0 {
-			rate += backlog / f.ISL / lead
-		}
 		tokens := int64(math.Ceil(math.Max(1, f.ISL) * (1 - perf.ClampKVHitRate(kv))))
 		service, ok := m.PrefillTime(tokens, caps.Limits())
 		if !ok || !(service > 0) {
 			return 0, "prefill: perf model not ready", false
+		}
+		rate := f.Rate
+		if f.ISL > 0 {
+			rate += t.backlogRate(f.ISL, service, lead)
 		}
 		service = slices.Max(t.window(&t.st.Ahead.PrefillService, service, lead))
 		cs2 := t.promptSpread(Prefill, f.ISL)
@@ -1667,8 +1667,9 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2, isl float64) float64 {
 		return math.Max(0, a.ExcessWait)
 	}
 	if backlog, slack := a.PromptBacklog, t.p.cfg.TTFTMs/1000-service; isl > 0 && slack > 0 && t.backlogBeforeKnown && backlog < t.backlogBefore {
-		if clear := backlog / isl * service / float64(ready); clear > slack {
-			t.diag.note(fmt.Sprintf("ahead: excess wait not learned: a backlog is being cleared (%.0f queued prompt tokens, %.0f an interval before: %.0f ms of the ready engines' time, over the %.0f ms TTFT slack)",
+		if clear := t.longestQueue() / isl * service; clear > slack {
+			t.clearingBacklog = true
+			t.diag.note(fmt.Sprintf("ahead: excess wait not learned: a backlog is being cleared (%.0f queued prompt tokens, %.0f an interval before; the longest engine's queue takes it %.0f ms, over the %.0f ms TTFT slack)",
 				backlog, t.backlogBefore, clear*1000, slack*1000))
 			return math.Max(0, a.ExcessWait)
 		}
@@ -1971,6 +1972,54 @@ func (t *tick) queuedPromptTokens() float64 {
 	return n
 }
 
+// longestQueue is the most prompt tokens queued on one engine of the prompt pool: an
+// engine's queue is its own, so the time it takes that engine alone is how long the backlog
+// lasts, whatever the pool.
+func (t *tick) longestQueue() float64 {
+	var most float64
+	for _, s := range t.stats(t.promptPool()) {
+		most = math.Max(most, float64(s.Queued.SumPrefillTokens))
+	}
+	return most
+}
+
+// backlogRate is the prompt rate that clears the prefill engines' queued prompts (of isl
+// tokens on average) within the lead time: each engine's queue is its own — the router sends
+// new prompts to the engines with less work, and engines that join later do not take queued
+// ones over — so each engine's queue adds at most the rate one engine serves (a prompt per
+// service seconds): engines ordered for a queue beyond that would serve the new prompts, not
+// the queue.
+func (t *tick) backlogRate(isl, service, lead float64) float64 {
+	var rate float64
+	for _, s := range t.stats(Prefill) {
+		if q := float64(s.Queued.SumPrefillTokens); q > 0 {
+			rate += math.Min(q/isl/lead, 1/service)
+		}
+	}
+	return rate
+}
+
+// idle reports whether nothing arrived in the tick's interval and nothing waits on the
+// engines: no queued prompt tokens, no queued decode requests. Engines ordered then would
+// be ready a lead time later for demand the tick has not seen; a forecast that asks for
+// them comes from its margins and misses alone (the spread a fall leaves in the line
+// through the window, misses measured before the traffic stopped), so aheadDecide orders
+// none: the next interval with arrivals decides.
+func (t *tick) idle() bool {
+	if tr := t.in.Traffic; tr == nil || tr.NumReq == nil || *tr.NumReq != 0 {
+		return false
+	}
+	if t.queuedPromptTokens() > 0 {
+		return false
+	}
+	for _, s := range t.stats(Decode) {
+		if s.Queued.NumDecodeRequests > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // queued is how many of pool c's workers the connector holds back until capacity frees
 // (0 when it does not say).
 func (t *tick) queued(c Component) int {
@@ -2016,6 +2065,7 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 	tr := t.in.Traffic
 	target := map[Component]int{}
 	observed := t.liveSeconds()
+	idle := t.idle()
 	for _, c := range t.pools() {
 		hist := &t.st.StabilizationPrefill
 		if c == Decode {
@@ -2023,6 +2073,10 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		}
 		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: t.holdNeed(c, need[c])}, t.in.Now-lead)
 		cur, n := t.provisioned(c), need[c]
+		if n > cur && idle {
+			d.note(fmt.Sprintf("ahead: %s not scaled up to %d: no request arrived in the last %.0f s and none is queued", c, n, tr.DurationS))
+			n = cur
+		}
 		if first := t.st.Ahead.trendWindow(lead); n < cur && observed < first {
 			d.note(fmt.Sprintf("ahead: %s not scaled down: %.0f s of traffic observed, less than the %.0f s the forecast's spread is measured over", c, observed, first))
 			n = cur

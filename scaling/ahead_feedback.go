@@ -55,7 +55,8 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 
 // sloHeadroom updates pool c's SLO feedback with this tick's interval and returns the
 // engines to add to its need n. An interval counts as missed when the pool's observed mean
-// latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either) while the pool was
+// latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either; the TTFT not while a
+// backlog is being cleared, clearingBacklog) while the pool was
 // settled — no scale-up of it under way, and none became ready within the interval
 // (grewWithin): a miss while engines start is the forecast's lag, which more headroom would
 // not have met, where a miss on a settled pool says the sizing models are optimistic for
@@ -76,11 +77,14 @@ func (t *tick) sloHeadroom(c Component, n int, lead float64) int {
 	w := math.Min(1, tr.DurationS/window)
 	over := func(v *float64, sla float64) bool { return v != nil && finite(*v) && *v > sla }
 	var missed bool
+	// The TTFTs of a backlog being cleared are its queue's tail (clearingBacklog), which
+	// engines added to the pool would not serve.
+	ttft := over(tr.TTFTMs, t.p.cfg.TTFTMs) && !t.clearingBacklog
 	switch {
 	case t.p.cfg.Mode == config.ModeAgg:
-		missed = over(tr.TTFTMs, t.p.cfg.TTFTMs) || over(tr.ITLMs, t.p.cfg.ITLMs)
+		missed = ttft || over(tr.ITLMs, t.p.cfg.ITLMs)
 	case c == Prefill:
-		missed = over(tr.TTFTMs, t.p.cfg.TTFTMs)
+		missed = ttft
 	default:
 		missed = over(tr.ITLMs, t.p.cfg.ITLMs)
 	}

@@ -183,3 +183,36 @@ func TestOutranForecast_SteadyAndStep(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, fired, 6, "the minute after a step to three times the level")
 }
+
+// TestSLOHeadroom_NotFromABacklogBeingCleared: the TTFTs of a backlog being cleared are its
+// queue's tail (an engine's queue is its own: engines added would not serve it), so they add
+// no headroom; the ITL of an aggregated pool still counts.
+func TestSLOHeadroom_NotFromABacklogBeingCleared(t *testing.T) {
+	const lead = 65.0
+	for _, tc := range []struct {
+		name     string
+		agg      bool
+		clearing bool
+		itl      float64
+		want     bool // a headroom
+	}{
+		{"TTFT over the SLA: a headroom", false, false, 5, true},
+		{"TTFT over the SLA while a backlog is cleared: none", false, true, 5, false},
+		{"aggregated, TTFT over while a backlog is cleared: none", true, true, 5, false},
+		{"aggregated, TTFT over while a backlog is cleared, the ITL over too: a headroom", true, true, 50, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			c := Prefill
+			if tc.agg {
+				p, st = aggAheadPlanner(t)
+				c = Decode
+			}
+			in := aheadInput(5, 4, 4, 4, 4, 20)
+			in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(500.0), ptr(tc.itl)
+			tk := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}, readyP: 4, readyD: 4,
+				expectedP: ptr(4), expectedD: ptr(4), countsKnown: true, clearingBacklog: tc.clearing}
+			require.Equal(t, tc.want, tk.sloHeadroom(c, 4, lead) > 0)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -134,10 +135,10 @@ func TestAhead_ForgetsWhatWasLearnedAgainstAnotherSLA(t *testing.T) {
 func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
 	// Twelve ticks at 20 req/s of 3,000-token prompts on 4 ready engines whose mean TTFT
 	// (150 ms) is slower than the queueing model says: an excess wait, unless a backlog is
-	// being cleared — the prompts queued on the engines take the ready pool longer than the
-	// TTFT slack to clear, and fewer are queued than an interval before (the waits are then
-	// the backlog's tail, which the sizing counts as demand already). A backlog that does not
-	// shrink is a pool falling behind: learned.
+	// being cleared — the prompts queued on an engine take it longer than the TTFT slack to
+	// clear (an engine's queue is its own), and fewer are queued than an interval before (the
+	// waits are then the backlog's tail, which the sizing counts as demand already). A
+	// backlog that does not shrink is a pool falling behind: learned.
 	shrinking := func(from int64) func(int) int64 {
 		return func(i int) int64 { return from - int64(i)*3000 }
 	}
@@ -147,26 +148,28 @@ func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
 		name     string
 		agg      bool
 		backlog  func(tick int) int64 // prompt tokens queued at each tick (-1: the one before)
+		engines  int64                // engines the backlog is queued on, in equal parts (0: one)
 		readable func(tick int) bool  // whether the tick's mean TTFT is read
 		every    float64              // seconds between ticks (the interval is 5 s)
 		learned  bool                 // an excess wait at the end
 		skipped  bool                 // a tick said it did not learn
 		hold     func(tick int) bool  // ticks whose traffic is unreadable (they hold; nil: none)
 	}{
-		{"no backlog: learned", false, steady(0), always, 5, true, false, nil},
-		{"a hundred prompts queued, not shrinking: learned", false, steady(300000), always, 5, true, false, nil},
-		{"a hundred prompts queued, growing: learned", false, func(i int) int64 { return 300000 + int64(i)*3000 }, always, 5, true, false, nil},
-		{"a hundred prompts being cleared: not learned", false, shrinking(300000), always, 5, false, true, nil},
-		{"three prompts being cleared within the slack: learned", false, func(i int) int64 { return 9000 - int64(i)*500 }, always, 5, true, false, nil},
+		{"no backlog: learned", false, steady(0), 0, always, 5, true, false, nil},
+		{"a hundred prompts queued, not shrinking: learned", false, steady(300000), 0, always, 5, true, false, nil},
+		{"a hundred prompts queued, growing: learned", false, func(i int) int64 { return 300000 + int64(i)*3000 }, 0, always, 5, true, false, nil},
+		{"a hundred prompts being cleared: not learned", false, shrinking(300000), 0, always, 5, false, true, nil},
+		{"three prompts being cleared, one an engine, within the slack: learned", false, func(i int) int64 { return 9000 - int64(i)*300 }, 3, always, 5, true, false, nil},
+		{"three prompts being cleared on one engine, over the slack: not learned", false, func(i int) int64 { return 9000 - int64(i)*100 }, 0, always, 5, false, true, nil},
 		{"growing, then being cleared: learned while it grew only", false,
-			func(i int) int64 { return 300000 - int64(max(0, i-5))*40000 + int64(min(i, 5))*3000 }, always, 5, true, true, nil},
+			func(i int) int64 { return 300000 - int64(max(0, i-5))*40000 + int64(min(i, 5))*3000 }, 0, always, 5, true, true, nil},
 		{"being cleared, every other tick's TTFT unreadable: each tick's backlog is the next one's before", false,
-			shrinking(300000), func(i int) bool { return i%2 == 0 }, 5, false, true, nil},
-		{"being cleared, but the ticks 10 s apart (missed ones): not compared, learned", false, shrinking(300000), always, 10, true, false, nil},
+			shrinking(300000), 0, func(i int) bool { return i%2 == 0 }, 5, false, true, nil},
+		{"being cleared, but the ticks 10 s apart (missed ones): not compared, learned", false, shrinking(300000), 0, always, 10, true, false, nil},
 		{"being cleared, with a hold on unreadable traffic between: the hold records its backlog too", false,
-			shrinking(300000), always, 5, false, true, func(i int) bool { return i == 5 }},
-		{"aggregated, no backlog: learned", true, steady(0), always, 5, true, false, nil},
-		{"aggregated, a hundred prompts being cleared: not learned", true, shrinking(300000), always, 5, false, true, nil},
+			shrinking(300000), 0, always, 5, false, true, func(i int) bool { return i == 5 }},
+		{"aggregated, no backlog: learned", true, steady(0), 0, always, 5, true, false, nil},
+		{"aggregated, a hundred prompts being cleared: not learned", true, shrinking(300000), 0, always, 5, false, true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,7 +194,11 @@ func TestAhead_ExcessWaitNotLearnedFromABacklogBeingCleared(t *testing.T) {
 					in.Traffic.NumReq = nil
 				}
 				tokens := tc.backlog(i)
-				queued := []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens}}}
+				var queued []perf.FPM
+				for e := range max(1, tc.engines) {
+					each := tokens / max(1, tc.engines)
+					queued = append(queued, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("w%d", e), Queued: perf.QueuedRequests{NumPrefillRequests: each / 3000, SumPrefillTokens: each}})
+				}
 				if tc.agg {
 					in.FPM.Decode = queued
 				} else {
@@ -239,12 +246,43 @@ func TestLearnExcessWait_TheBacklogRuleNeedsLengthsSlackAndTheBacklogBefore(t *t
 			p, st := aheadPlanner(t)
 			st.Ahead.PromptBacklog = 300000
 			tk := newTick(p, &st, 4, 4)
-			tk.in = Input{Traffic: &TrafficObservation{DurationS: 5, TTFTMs: ptr(tc.ttftMs)}}
+			tk.in = Input{Traffic: &TrafficObservation{DurationS: 5, TTFTMs: ptr(tc.ttftMs)},
+				FPM: &FPMObservations{Prefill: []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: 100, SumPrefillTokens: 300000}}}}}
 			tk.backlogBefore, tk.backlogBeforeKnown = 303000, tc.beforeKnown
 			excess := tk.learnExcessWait(Forecast{Level: 10}, tc.service, 1, tc.isl)
 			require.Equal(t, tc.learned, st.Ahead.ExcessWait > 0, "excess wait %v", st.Ahead.ExcessWait)
 			require.Equal(t, math.Max(0, st.Ahead.ExcessWait), excess)
 			require.Equal(t, !tc.learned, strings.Contains(strings.Join(tk.diag.Notes, "\n"), "a backlog is being cleared"), tk.diag.Notes)
+		})
+	}
+}
+
+// TestBacklogRate: each engine's queued prompts add the rate that clears them within the
+// lead time, at most the rate one engine serves (its queue is its own).
+func TestBacklogRate(t *testing.T) {
+	p, st := aheadPlanner(t)
+	queue := func(tokens ...int64) []perf.FPM {
+		var out []perf.FPM
+		for i, n := range tokens {
+			out = append(out, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("w%d", i), Queued: perf.QueuedRequests{NumPrefillRequests: n / 3000, SumPrefillTokens: n}})
+		}
+		return out
+	}
+	const isl, service, lead = 3000.0, 0.05, 60.0 // an engine serves 20 prompts a second
+	for _, tc := range []struct {
+		name string
+		fpms []perf.FPM
+		want float64
+	}{
+		{"nothing queued", queue(0, 0), 0},
+		{"60 prompts on one engine: 1 a second", queue(180000), 1},
+		{"60 prompts on each of two: 2 a second", queue(180000, 180000), 2},
+		{"3,600 prompts on one engine: one engine's 20, not 60", queue(10800000), 20},
+		{"3,600 on one, 60 on another", queue(10800000, 180000), 21},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := &tick{p: p, st: &st, in: Input{FPM: &FPMObservations{Prefill: tc.fpms}}, diag: &Diagnostics{}}
+			require.InDelta(t, tc.want, tk.backlogRate(isl, service, lead), 1e-9)
 		})
 	}
 }

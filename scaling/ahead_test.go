@@ -2263,3 +2263,87 @@ func TestAheadState_StepUp(t *testing.T) {
 	require.Less(t, ramp, draws*5/100, "a ramp read as a step")
 	require.Greater(t, step, draws*95/100, "a step up missed")
 }
+
+// TestAhead_NoScaleUpWhileIdle: traffic that stops leaves a fall in the line through the
+// window, whose spread the forecast reads as upside, and misses measured before the stop; on
+// ticks where nothing arrived and nothing is queued neither orders an engine, and the pools
+// come down to their minimum.
+func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		planner func(*testing.T) (*Planner, State)
+		rate    float64 // within the 16-GPU budget
+	}{{"disagg", aheadPlanner, 80}, {"agg", aggAheadPlanner, 40}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := tc.planner(t)
+			provP, provD := 1, 1
+			now := 0.0
+			step := func(rate float64) (Decision, Diagnostics) {
+				now += 5
+				in := aheadInput(now, provP, provD, provP, provD, rate)
+				in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+				dec, diag := decideAndSubmit(t, p, &st, in)
+				if dec.Prefill != nil {
+					provP = *dec.Prefill
+				}
+				if dec.Decode != nil {
+					provD = *dec.Decode
+				}
+				return dec, diag
+			}
+			for now < 600 {
+				step(tc.rate)
+			}
+			require.Greater(t, max(provP, provD), 3, "several engines")
+			require.Less(t, provP+provD, 16, "within the budget")
+			stopped, held := now, 0
+			for now < stopped+900 {
+				beforeP, beforeD := provP, provD
+				dec, diag := step(0)
+				if dec.Prefill != nil {
+					require.Less(t, *dec.Prefill, beforeP, "at %v s, %v s after the stop: %v", now, now-stopped, diag.Notes)
+				}
+				if dec.Decode != nil {
+					require.Less(t, *dec.Decode, beforeD, "at %v s, %v s after the stop: %v", now, now-stopped, diag.Notes)
+				}
+				for _, n := range diag.Notes {
+					if strings.Contains(n, "not scaled up") {
+						held++
+					}
+				}
+			}
+			require.Positive(t, held, "the forecast asked for more engines after the stop: the rule is exercised")
+			require.Equal(t, 1, provD, "back to the minimum")
+			if tc.name == "disagg" {
+				require.Equal(t, 1, provP, "back to the minimum")
+			}
+		})
+	}
+}
+
+func TestAhead_Idle(t *testing.T) {
+	p, st := aheadPlanner(t)
+	tests := []struct {
+		name string
+		in   func(in *Input)
+		want bool
+	}{
+		{"no arrivals, nothing queued", func(*Input) {}, true},
+		{"arrivals", func(in *Input) { in.Traffic.NumReq = ptr(1.0) }, false},
+		{"traffic unread", func(in *Input) { in.Traffic.NumReq = nil }, false},
+		{"prompts queued", func(in *Input) {
+			in.FPM.Prefill = []perf.FPM{{Version: perf.FPMVersion, Queued: perf.QueuedRequests{NumPrefillRequests: 1, SumPrefillTokens: 3000}}}
+		}, false},
+		{"decode requests queued", func(in *Input) {
+			in.FPM.Decode = []perf.FPM{{Version: perf.FPMVersion, Queued: perf.QueuedRequests{NumDecodeRequests: 2}}}
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := aheadInput(5, 1, 1, 1, 1, 0)
+			tc.in(&in)
+			tk := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}}
+			require.Equal(t, tc.want, tk.idle())
+		})
+	}
+}

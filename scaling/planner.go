@@ -402,6 +402,11 @@ type tick struct {
 	// aheadLengthSeconds mean beyond their noise (promptShift; the sizing then takes their
 	// mean): an aggregated pool is not scaled down at this tick (aheadDecide).
 	promptsLonger bool
+	// clearingBacklog says a backlog is being cleared at this tick (learnExcessWait): the
+	// prompt pool's queued prompts shrink, and an engine's own queue takes it longer than the
+	// TTFT slack to clear. The interval's TTFTs are then that queue's tail: neither the
+	// excess wait nor the SLO feedback learns from them.
+	clearingBacklog bool
 	// heldFloorExcess is how many engines the aggregated pool's requests-held floor added
 	// to its need at this tick, past the first lead time of live traffic, on calm arrivals
 	// (aheadAggSize), plus the SLO headroom's share on them (tick.ahead): the holds do not
