@@ -1315,6 +1315,14 @@ func (t *tick) ahead() Decision {
 		}
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
+	if t.idle() {
+		for _, c := range t.pools() {
+			if held := max(t.provisioned(c), t.minEndpoint(c)); need[c] > held {
+				d.note(fmt.Sprintf("ahead: %s not scaled up to %d: no request arrived in the last %.0f s and none is queued", c, need[c], tr.DurationS))
+				need[c] = held
+			}
+		}
+	}
 	for _, c := range t.pools() {
 		n := t.holdNeed(c, need[c])
 		if first {
@@ -1390,11 +1398,11 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		if !ok || !(service > 0) {
 			return 0, "prefill: perf model not ready", false
 		}
+		service = slices.Max(t.window(&t.st.Ahead.PrefillService, service, lead))
 		rate := f.Rate
 		if f.ISL > 0 {
 			rate += t.backlogRate(f.ISL, service, lead)
 		}
-		service = slices.Max(t.window(&t.st.Ahead.PrefillService, service, lead))
 		cs2 := t.promptSpread(Prefill, f.ISL)
 		slack := t.p.cfg.TTFTMs/1000 - service
 		var n int
@@ -1648,8 +1656,10 @@ func (t *tick) shiftWindow() float64 {
 // at twice the SLA, so an overload does not read as a burst) and returns it (≥ 0). isl is
 // the prompt length the sizing clears the queued prompt tokens at (0: it does not count them).
 //
-// Not while a backlog is being cleared: when the prompts queued at this tick take the ready
-// pool longer than the TTFT slack to clear and are fewer than an interval before, the
+// Not while a backlog is being cleared (then clearingBacklog is set, for the SLO feedback):
+// when the prompts queued on one engine at this tick take it longer than the TTFT slack to
+// clear (an engine's queue is its own) and the prompt pool's are fewer than an interval
+// before, the
 // interval's waits are the backlog's tail — requests that queued on a pool too small for a
 // step up, still waiting on the old engines while new ones are ready — which the sizing counts
 // already (it adds the backlog to the rate), not bursts the queueing model misses. Learned
@@ -1962,7 +1972,8 @@ func (t *tick) measureStartup() {
 }
 
 // queuedPromptTokens is the prompt tokens waiting on the prompt pool's engines, as their
-// latest FPMs show them: the backlog the prompt pool's sizing adds to the rate, and the one
+// latest FPMs show them: the backlog an aggregated pool's sizing adds to the rate (a
+// disaggregated prefill pool's adds each engine's: backlogRate), and the one
 // learnExcessWait compares with the last tick's.
 func (t *tick) queuedPromptTokens() float64 {
 	var n float64
@@ -1983,12 +1994,13 @@ func (t *tick) longestQueue() float64 {
 	return most
 }
 
-// backlogRate is the prompt rate that clears the prefill engines' queued prompts (of isl
-// tokens on average) within the lead time: each engine's queue is its own — the router sends
-// new prompts to the engines with less work, and engines that join later do not take queued
-// ones over — so each engine's queue adds at most the rate one engine serves (a prompt per
-// service seconds): engines ordered for a queue beyond that would serve the new prompts, not
-// the queue.
+// backlogRate is the prompt rate that clears a disaggregated prefill pool's queued prompts
+// (of isl tokens on average) within the lead time: each engine's queue is its own — the
+// router sends new prompts to the engines with less work, and engines that join later do not
+// take queued ones over — so each engine's queue adds at most the rate one engine serves (a
+// prompt per service seconds): engines ordered for a queue beyond that would serve the new
+// prompts, not the queue. An engine is an FPM's (worker, DP rank): each rank schedules its own
+// queue. An aggregated pool's sizing counts its backlog pooled (aheadAggSize).
 func (t *tick) backlogRate(isl, service, lead float64) float64 {
 	var rate float64
 	for _, s := range t.stats(Prefill) {
@@ -2003,11 +2015,20 @@ func (t *tick) backlogRate(isl, service, lead float64) float64 {
 // engines: no queued prompt tokens, no queued decode requests. Engines ordered then would
 // be ready a lead time later for demand the tick has not seen; a forecast that asks for
 // them comes from its margins and misses alone (the spread a fall leaves in the line
-// through the window, misses measured before the traffic stopped), so aheadDecide orders
-// none: the next interval with arrivals decides.
+// through the window, misses measured before the traffic stopped), so the tick's need is
+// held to what each pool has (tick.ahead): no engine is ordered, and the holds do not
+// record a need nothing asked for; the next interval with arrivals decides.
+//
+// Only when the FPMs show every ready engine of each pool (reconcileFPMWorkers): a queue on
+// an engine that did not publish is not seen, so it is not read as none.
 func (t *tick) idle() bool {
 	if tr := t.in.Traffic; tr == nil || tr.NumReq == nil || *tr.NumReq != 0 {
 		return false
+	}
+	for _, c := range t.pools() {
+		if ok, _ := reconcileFPMWorkers(t.stats(c), t.current(c)); !ok {
+			return false
+		}
 	}
 	if t.queuedPromptTokens() > 0 {
 		return false
@@ -2065,7 +2086,6 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 	tr := t.in.Traffic
 	target := map[Component]int{}
 	observed := t.liveSeconds()
-	idle := t.idle()
 	for _, c := range t.pools() {
 		hist := &t.st.StabilizationPrefill
 		if c == Decode {
@@ -2073,10 +2093,6 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		}
 		*hist = pushRecommendation(*hist, Recommendation{At: t.in.Now, Replicas: t.holdNeed(c, need[c])}, t.in.Now-lead)
 		cur, n := t.provisioned(c), need[c]
-		if n > cur && idle {
-			d.note(fmt.Sprintf("ahead: %s not scaled up to %d: no request arrived in the last %.0f s and none is queued", c, n, tr.DurationS))
-			n = cur
-		}
 		if first := t.st.Ahead.trendWindow(lead); n < cur && observed < first {
 			d.note(fmt.Sprintf("ahead: %s not scaled down: %.0f s of traffic observed, less than the %.0f s the forecast's spread is measured over", c, observed, first))
 			n = cur

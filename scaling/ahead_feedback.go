@@ -55,9 +55,9 @@ func (t *tick) feedback(c Component) *SLOFeedback {
 
 // sloHeadroom updates pool c's SLO feedback with this tick's interval and returns the
 // engines to add to its need n. An interval counts as missed when the pool's observed mean
-// latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either; the TTFT not while a
-// backlog is being cleared, clearingBacklog) while the pool was
-// settled — no scale-up of it under way, and none became ready within the interval
+// latency broke the SLA (prefill: TTFT; decode: ITL; aggregated: either; the TTFT not while
+// a backlog is being cleared, clearingBacklog) while the pool was settled — no scale-up of
+// it under way, and none became ready within the interval
 // (grewWithin): a miss while engines start is the forecast's lag, which more headroom would
 // not have met, where a miss on a settled pool says the sizing models are optimistic for
 // this traffic (bursts sharper than the queueing model's, a perf model slower than it says)

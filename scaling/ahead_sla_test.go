@@ -3,6 +3,8 @@ package scaling
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -250,6 +252,7 @@ func TestLearnExcessWait_TheBacklogRuleNeedsLengthsSlackAndTheBacklogBefore(t *t
 				FPM: &FPMObservations{Prefill: []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: 100, SumPrefillTokens: 300000}}}}}
 			tk.backlogBefore, tk.backlogBeforeKnown = 303000, tc.beforeKnown
 			excess := tk.learnExcessWait(Forecast{Level: 10}, tc.service, 1, tc.isl)
+			require.Equal(t, !tc.learned, tk.clearingBacklog, "the SLO feedback is told when a backlog is being cleared")
 			require.Equal(t, tc.learned, st.Ahead.ExcessWait > 0, "excess wait %v", st.Ahead.ExcessWait)
 			require.Equal(t, math.Max(0, st.Ahead.ExcessWait), excess)
 			require.Equal(t, !tc.learned, strings.Contains(strings.Join(tk.diag.Notes, "\n"), "a backlog is being cleared"), tk.diag.Notes)
@@ -285,4 +288,35 @@ func TestBacklogRate(t *testing.T) {
 			require.InDelta(t, tc.want, tk.backlogRate(isl, service, lead), 1e-9)
 		})
 	}
+
+	// Through the prefill sizing: ten million prompt tokens queued on one of four engines add
+	// one engine's rate (a 3,000-token prompt takes 65 ms: 15.4 req/s), not the 51 req/s that
+	// would clear them in the lead time.
+	sized := func(tokens int64) (int, string) {
+		p, st := aheadPlanner(t)
+		var dec Decision
+		var diag Diagnostics
+		for now := 5.0; now <= 300; now += 5 {
+			in := aheadInput(now, 4, 4, 4, 4, 20)
+			in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+			in.FPM.Prefill = queue(0, 0, 0, 0)
+			if now == 300 {
+				in.FPM.Prefill = queue(tokens, 0, 0, 0)
+			}
+			dec, diag = decideAndSubmit(t, p, &st, in)
+		}
+		n := 4
+		if dec.Prefill != nil {
+			n = *dec.Prefill
+		}
+		return n, strings.Join(diag.Notes, "\n")
+	}
+	without, _ := sized(0)
+	with, notes := sized(10_000_000)
+	m := regexp.MustCompile(`prefill \d+ \(([\d.]+) req/s incl\. backlog 10000000 tokens, (\d+) ms each`).FindStringSubmatch(notes)
+	require.NotNil(t, m, notes)
+	rate, _ := strconv.ParseFloat(m[1], 64)
+	ms, _ := strconv.ParseFloat(m[2], 64)
+	require.InDelta(t, 20+1000/ms, rate, 0.5, "the level plus one engine's rate: %s", notes)
+	require.Equal(t, without, with, "four engines serve 35 req/s")
 }

@@ -2282,6 +2282,8 @@ func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
 				now += 5
 				in := aheadInput(now, provP, provD, provP, provD, rate)
 				in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+				// Every ready engine publishes (nothing queued): idle needs to see them all.
+				in.FPM.Prefill, in.FPM.Decode = idleFPMs("p", provP), idleFPMs("d", provD)
 				dec, diag := decideAndSubmit(t, p, &st, in)
 				if dec.Prefill != nil {
 					provP = *dec.Prefill
@@ -2317,32 +2319,63 @@ func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
 			if tc.name == "disagg" {
 				require.Equal(t, 1, provP, "back to the minimum")
 			}
+			// Demand that comes back arrives in an interval, which orders at once.
+			dec, diag := step(tc.rate)
+			require.NotNil(t, dec.Decode, diag.Notes)
+			require.Greater(t, *dec.Decode, 1, diag.Notes)
 		})
 	}
 }
 
+// idleFPMs is one FPM with nothing scheduled or queued for each of n engines, named prefix0…
+func idleFPMs(prefix string, n int) []perf.FPM {
+	out := make([]perf.FPM, n)
+	for i := range out {
+		out[i] = perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("%s%d", prefix, i)}
+	}
+	return out
+}
+
+// TestAhead_Idle: a tick is idle when nothing arrived in its interval and the FPMs of every
+// ready engine show nothing queued — not when the traffic is unread, nor when an engine's
+// queue is unseen.
 func TestAhead_Idle(t *testing.T) {
-	p, st := aheadPlanner(t)
+	queued := func(q perf.QueuedRequests) []perf.FPM {
+		f := idleFPMs("e", 2)
+		f[1].Queued = q
+		return f
+	}
 	tests := []struct {
 		name string
+		agg  bool
 		in   func(in *Input)
 		want bool
 	}{
-		{"no arrivals, nothing queued", func(*Input) {}, true},
-		{"arrivals", func(in *Input) { in.Traffic.NumReq = ptr(1.0) }, false},
-		{"traffic unread", func(in *Input) { in.Traffic.NumReq = nil }, false},
-		{"prompts queued", func(in *Input) {
-			in.FPM.Prefill = []perf.FPM{{Version: perf.FPMVersion, Queued: perf.QueuedRequests{NumPrefillRequests: 1, SumPrefillTokens: 3000}}}
+		{"no arrivals, nothing queued", false, func(*Input) {}, true},
+		{"arrivals", false, func(in *Input) { in.Traffic.NumReq = ptr(1.0) }, false},
+		{"traffic unread", false, func(in *Input) { in.Traffic.NumReq = nil }, false},
+		{"no traffic observation", false, func(in *Input) { in.Traffic = nil }, false},
+		{"prompts queued", false, func(in *Input) {
+			in.FPM.Prefill = queued(perf.QueuedRequests{NumPrefillRequests: 1, SumPrefillTokens: 3000})
 		}, false},
-		{"decode requests queued", func(in *Input) {
-			in.FPM.Decode = []perf.FPM{{Version: perf.FPMVersion, Queued: perf.QueuedRequests{NumDecodeRequests: 2}}}
+		{"decode requests queued", false, func(in *Input) { in.FPM.Decode = queued(perf.QueuedRequests{NumDecodeRequests: 2}) }, false},
+		{"a ready prefill engine unseen", false, func(in *Input) { in.FPM.Prefill = in.FPM.Prefill[:1] }, false},
+		{"no FPMs", false, func(in *Input) { in.FPM = nil }, false},
+		{"aggregated, nothing queued", true, func(*Input) {}, true},
+		{"aggregated, prompts queued", true, func(in *Input) {
+			in.FPM.Decode = queued(perf.QueuedRequests{NumPrefillRequests: 1, SumPrefillTokens: 3000})
 		}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := aheadInput(5, 1, 1, 1, 1, 0)
+			p, st := aheadPlanner(t)
+			if tc.agg {
+				p, st = aggAheadPlanner(t)
+			}
+			in := aheadInput(5, 2, 2, 2, 2, 0)
+			in.FPM.Prefill, in.FPM.Decode = idleFPMs("e", 2), idleFPMs("e", 2)
 			tc.in(&in)
-			tk := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}}
+			tk := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}, readyP: 2, readyD: 2, countsKnown: true}
 			require.Equal(t, tc.want, tk.idle())
 		})
 	}

@@ -157,7 +157,7 @@ func TestScenario_Phases(t *testing.T) {
 	}
 	require.InDelta(t, 4000, count(0, 100), 4*math.Sqrt(4000), "40 req/s for 100 s")
 	require.Zero(t, count(100, 300), "nothing while the rate is 0")
-	require.InDelta(t, 1000, count(300, 400), 4*math.Sqrt(1000), "a ramp from 0 to 20 req/s: 10 on average")
+	require.InDelta(t, 990, count(300, 400), 4*math.Sqrt(990), "a ramp from 0 to 20 req/s: each second at its start's rate, 9.9 on average")
 	require.Less(t, count(300, 350), count(350, 400), "the ramp rises")
 	var isl float64
 	for _, r := range reqs {
@@ -177,6 +177,7 @@ func TestScenario_Phases(t *testing.T) {
 		"rate too high":       {"{rps: 1, to_rps: 1e9, duration_s: 10}", "rps and to_rps must be from 0"},
 		"not a number":        {"{rps: .nan, duration_s: 10}", "rps and to_rps must be from 0"},
 		"over a week":         {"{rps: 1, duration_s: 604800}, {rps: 1, duration_s: 1}", "over a week"},
+		"too many requests":   {"{rps: 100000, duration_s: 101}", "about 10100000 requests in all, over 10000000"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadScenario(writeScenario(t, phases(tc.steps)))
@@ -187,8 +188,25 @@ func TestScenario_Phases(t *testing.T) {
 	require.NoError(t, err, "a load of rate 0 is valid; it draws no request")
 	_, _, err = sc.Requests(t.TempDir())
 	require.ErrorContains(t, err, "the phases drew no request")
-	_, err = LoadScenario(writeScenario(t, strings.Replace(phases("{rps: 1, duration_s: 10}"), "isl: 500", "isl: 0", 1)))
-	require.ErrorContains(t, err, "isl (0) and osl (50) are mean token counts")
+	for name, tc := range map[string]struct{ from, to, want string }{
+		"no prompt":               {"isl: 500", "isl: 0", "isl (0) and osl (50) are mean token counts"},
+		"longer than max_tokens":  {"isl: 500", "isl: 500, max_tokens: 400", "together at most max_tokens (400)"},
+		"max_tokens of one":       {"isl: 500", "isl: 500, max_tokens: 1", "max_tokens 1: want 2 to"},
+		"a window of a generated": {"trace: {phases", "trace: {from_s: 10, phases", "cut and compress a trace file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadScenario(writeScenario(t, strings.Replace(phases("{rps: 1, duration_s: 10}"), tc.from, tc.to, 1)))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	sc, err = LoadScenario(writeScenario(t, strings.Replace(phases("{rps: 5, duration_s: 60}"), "isl: 500", "isl: 500, max_tokens: 1000", 1)))
+	require.NoError(t, err)
+	reqs, desc, err = sc.Requests(t.TempDir())
+	require.NoError(t, err)
+	require.Contains(t, desc, "(at most 1000 tokens a request)")
+	for _, r := range reqs {
+		require.LessOrEqual(t, r.InputTokens+r.OutputTokens, 1000)
+	}
 }
 
 // TestScenario_TraceModel: a scenario's trace.model replays one model's requests of a

@@ -296,24 +296,42 @@ const (
 	// DefaultPhasesMaxTokens is the longest request of a load in phases unless max_tokens
 	// says otherwise: the bundled H200 profile's context.
 	DefaultPhasesMaxTokens = 16384
+	// MaxPhasesTokens is the highest max_tokens of a load in phases.
+	MaxPhasesTokens = 1 << 24
+	// MaxPhasesRequests is the most requests a load in phases may expect (its rates summed
+	// over its seconds): ten million, which a replay holds in memory.
+	MaxPhasesRequests = 10_000_000
 )
+
+// end is the phase's rate at its end: to_rps, or rps when it holds.
+func (st PhaseSpec) end() float64 {
+	if st.ToRPS != nil {
+		return *st.ToRPS
+	}
+	return st.RPS
+}
+
+// maxTokens is the longest request of the load: max_tokens, or DefaultPhasesMaxTokens.
+func (p *PhasesSpec) maxTokens() int {
+	if p.MaxTokens == 0 {
+		return DefaultPhasesMaxTokens
+	}
+	return p.MaxTokens
+}
 
 // rates checks the phases and returns the rate of each second of the load.
 func (p *PhasesSpec) rates() ([]float64, error) {
 	switch {
 	case len(p.Steps) == 0 || len(p.Steps) > MaxPhases:
 		return nil, fmt.Errorf("phases: steps: want 1 to %d phases, have %d", MaxPhases, len(p.Steps))
-	case !(p.ISL >= 1) || !(p.OSL >= 1) || p.ISL > DefaultPhasesMaxTokens*64 || p.OSL > DefaultPhasesMaxTokens*64:
-		return nil, fmt.Errorf("phases: isl (%v) and osl (%v) are mean token counts from 1 to %d", p.ISL, p.OSL, DefaultPhasesMaxTokens*64)
-	case p.MaxTokens < 0 || p.MaxTokens == 1 || p.MaxTokens > 1<<24:
-		return nil, fmt.Errorf("phases: max_tokens %d: want 2 to %d (0: %d)", p.MaxTokens, 1<<24, DefaultPhasesMaxTokens)
+	case p.MaxTokens < 0 || p.MaxTokens == 1 || p.MaxTokens > MaxPhasesTokens:
+		return nil, fmt.Errorf("phases: max_tokens %d: want 2 to %d (0: %d)", p.MaxTokens, MaxPhasesTokens, DefaultPhasesMaxTokens)
+	case !(p.ISL >= 1) || !(p.OSL >= 1) || !(p.ISL+p.OSL <= float64(p.maxTokens())):
+		return nil, fmt.Errorf("phases: isl (%v) and osl (%v) are mean token counts of at least 1, together at most max_tokens (%d)", p.ISL, p.OSL, p.maxTokens())
 	}
-	var total float64
+	var total, expected float64
 	for i, st := range p.Steps {
-		to := st.RPS
-		if st.ToRPS != nil {
-			to = *st.ToRPS
-		}
+		to := st.end()
 		switch {
 		case !(st.DurationSeconds >= 1) || st.DurationSeconds != math.Trunc(st.DurationSeconds) || st.DurationSeconds > MaxPhasesSeconds:
 			return nil, fmt.Errorf("phases: steps[%d]: duration_s %v: want a whole number of seconds from 1 to %d", i, st.DurationSeconds, MaxPhasesSeconds)
@@ -321,16 +339,17 @@ func (p *PhasesSpec) rates() ([]float64, error) {
 			return nil, fmt.Errorf("phases: steps[%d]: rps and to_rps must be from 0 to %g req/s", i, float64(MaxPhaseRPS))
 		}
 		total += st.DurationSeconds
+		expected += (st.RPS + to) / 2 * st.DurationSeconds
 	}
-	if total > MaxPhasesSeconds {
+	switch {
+	case total > MaxPhasesSeconds:
 		return nil, fmt.Errorf("phases: %v s in all, over a week (%d s)", total, MaxPhasesSeconds)
+	case expected > MaxPhasesRequests:
+		return nil, fmt.Errorf("phases: about %.0f requests in all, over %d", expected, MaxPhasesRequests)
 	}
 	out := make([]float64, 0, int(total))
 	for _, st := range p.Steps {
-		to := st.RPS
-		if st.ToRPS != nil {
-			to = *st.ToRPS
-		}
+		to := st.end()
 		for k := 0; float64(k) < st.DurationSeconds; k++ {
 			out = append(out, st.RPS+(to-st.RPS)*float64(k)/st.DurationSeconds)
 		}
@@ -344,12 +363,8 @@ func (p *PhasesSpec) options() (loadgen.RatesOptions, error) {
 	if err != nil {
 		return loadgen.RatesOptions{}, err
 	}
-	most := p.MaxTokens
-	if most == 0 {
-		most = DefaultPhasesMaxTokens
-	}
 	return loadgen.RatesOptions{Rates: rates, StepS: 1, DurationS: float64(len(rates)), MeanISL: p.ISL, MeanOSL: p.OSL,
-		MaxTokens: most, Seed: p.Seed}, nil
+		MaxTokens: p.maxTokens(), Seed: p.Seed}, nil
 }
 
 // describe is the phases in a line: each phase's rate and length, or, past six phases, their
@@ -359,10 +374,9 @@ func (p *PhasesSpec) describe() string {
 	lo = math.Inf(1)
 	parts := make([]string, 0, len(p.Steps))
 	for _, st := range p.Steps {
-		to := st.RPS
+		to := st.end()
 		part := fmt.Sprintf("%g req/s %g s", st.RPS, st.DurationSeconds)
 		if st.ToRPS != nil {
-			to = *st.ToRPS
 			part = fmt.Sprintf("%g→%g req/s %g s", st.RPS, to, st.DurationSeconds)
 		}
 		parts = append(parts, part)
@@ -373,7 +387,11 @@ func (p *PhasesSpec) describe() string {
 	if len(parts) > 6 {
 		what = fmt.Sprintf("%d phases at %g–%g req/s, %g s", len(parts), lo, hi, total)
 	}
-	return fmt.Sprintf("phases: %s; ISL/OSL exponential %g/%g, seed %d", what, p.ISL, p.OSL, p.Seed)
+	most := ""
+	if p.MaxTokens != 0 {
+		most = fmt.Sprintf(" (at most %d tokens a request)", p.MaxTokens)
+	}
+	return fmt.Sprintf("phases: %s; ISL/OSL exponential %g/%g%s, seed %d", what, p.ISL, p.OSL, most, p.Seed)
 }
 
 // SinusoidSpec is Dynamo's sinusoidal load (benchmarks/sin_load_generator).
