@@ -1659,8 +1659,7 @@ func (t *tick) shiftWindow() float64 {
 // Not while a backlog is being cleared (then clearingBacklog is set, for the SLO feedback):
 // when the prompts queued on one engine at this tick take it longer than the TTFT slack to
 // clear (an engine's queue is its own) and the prompt pool's are fewer than an interval
-// before, the
-// interval's waits are the backlog's tail — requests that queued on a pool too small for a
+// before, the interval's waits are the backlog's tail — requests that queued on a pool too small for a
 // step up, still waiting on the old engines while new ones are ready — which the sizing counts
 // already (it adds the backlog to the rate), not bursts the queueing model misses. Learned
 // there, the tail of a step from 1.5 to 40.7 req/s (robustness shapes seed 3, case 01) taught
