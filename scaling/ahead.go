@@ -212,6 +212,10 @@ type AheadState struct {
 	// cleared (learnExcessWait; not compared after ticks of another policy, or missed ones).
 	PromptBacklog   float64 `json:"prompt_backlog_tokens,omitempty"`
 	PromptBacklogAt float64 `json:"prompt_backlog_at,omitempty"`
+	// ClearingAt is the last tick that found a backlog being cleared (learnExcessWait): at the
+	// tick after it, whose interval ends that queue's tail, neither the excess wait nor the SLO
+	// feedback learns either.
+	ClearingAt float64 `json:"clearing_backlog_at,omitempty"`
 	// FeedbackPrefill and FeedbackDecode are the SLO feedback of each pool (agg: Decode):
 	// the share of requests served in intervals whose observed latency broke the SLA while
 	// the pool was settled, and the share of the pool's need added for it.
@@ -243,9 +247,10 @@ type AheadState struct {
 	Forecast []float64 `json:"forecast,omitempty"`
 	// Sized is, per bucket (aligned with Count), the demand the pools were sized for at the
 	// bucket's last tick: the forecast with the misses it added (0: none made, or a state
-	// from before it was kept; on calm arrivals of a disaggregated deployment the misses its
-	// rise carries are not added: carryMisses). The SLO feedback does not count a miss at a
-	// level beyond it (outranForecast).
+	// from before it was kept; a forecast of no demand is kept as aheadSizedNone; on calm
+	// arrivals of a disaggregated deployment the misses its rise carries are not added:
+	// carryMisses). The SLO feedback does not count a miss at a level beyond it
+	// (outranForecast).
 	Sized []float64 `json:"sized,omitempty"`
 }
 
@@ -763,10 +768,16 @@ func (a *AheadState) recordForecast(rate, sized float64) {
 	if finite(rate) && rate > 0 {
 		a.Forecast[last] = rate
 	}
-	if finite(sized) && sized > 0 {
-		a.Sized[last] = sized
+	if finite(sized) && sized >= 0 {
+		// A forecast of no demand is a forecast made: kept as aheadSizedNone, not as 0 (none
+		// made), so demand that comes back after a stop outran it (outranForecast).
+		a.Sized[last] = math.Max(sized, aheadSizedNone)
 	}
 }
+
+// aheadSizedNone is the demand (req/s) AheadState.Sized keeps for a bucket whose pools were
+// sized for none: any arrival exceeds it.
+const aheadSizedNone = 1e-9
 
 // forecastMiss is how much the demand has exceeded the forecast: for each bucket of the last
 // aheadMissLeads lead times whose lead time has passed, the highest rate of the complete
@@ -1187,6 +1198,7 @@ func (t *tick) ahead() Decision {
 	a.ReadyPrefill, a.ReadyPrefillAt = 0, t.in.Now
 	if a.PromptBacklogAt > 0 && t.in.Now-a.PromptBacklogAt <= 1.5*t.p.loadI {
 		t.backlogBefore, t.backlogBeforeKnown, t.backlogSpan = a.PromptBacklog, true, t.in.Now-a.PromptBacklogAt
+		t.clearingBefore = a.ClearingAt == a.PromptBacklogAt
 	}
 	a.PromptBacklog, a.PromptBacklogAt = t.queuedPromptTokens(), t.in.Now
 	t.recordDecodeHeld()
@@ -1666,7 +1678,10 @@ func (t *tick) shiftWindow() float64 {
 // 777 ms·engine, and prefill went to 10 engines once the backlog had cleared; without it, to 6
 // (3.13 → 2.99 GPU-h, 82.4% → 82.5%). A growing backlog is still learned: the pool is then
 // falling behind a rise its sizing missed, and what that teaches meets the next rise (skipped
-// too, a 300 s sinusoid, robustness seed 3's case 18, fell from 93.5% to 90.3%).
+// too, a 300 s sinusoid, robustness seed 3's case 18, fell from 93.5% to 90.3%). Nor at the
+// tick after one that found a backlog being cleared (AheadState.ClearingAt), while the
+// queued prompts are still fewer than an interval before: its interval ends that queue's
+// tail (traffic-stop's return: a mean TTFT of 16.9 s taught 521 → 1,375 ms·engine there).
 func (t *tick) learnExcessWait(f Forecast, service, cs2, isl float64) float64 {
 	a := t.st.Ahead
 	tr := t.in.Traffic
@@ -1677,9 +1692,15 @@ func (t *tick) learnExcessWait(f Forecast, service, cs2, isl float64) float64 {
 	}
 	if backlog, slack := a.PromptBacklog, t.p.cfg.TTFTMs/1000-service; isl > 0 && slack > 0 && t.backlogBeforeKnown && backlog < t.backlogBefore {
 		if clear := t.longestQueue() / isl * service; clear > slack {
-			t.clearingBacklog = true
+			t.clearingBacklog, a.ClearingAt = true, t.in.Now
 			t.diag.note(fmt.Sprintf("ahead: excess wait not learned: a backlog is being cleared (%.0f queued prompt tokens, %.0f an interval before; the longest engine's queue takes it %.0f ms, over the %.0f ms TTFT slack)",
 				backlog, t.backlogBefore, clear*1000, slack*1000))
+			return math.Max(0, a.ExcessWait)
+		}
+		if t.clearingBefore {
+			t.clearingBacklog = true
+			t.diag.note(fmt.Sprintf("ahead: excess wait not learned: the interval ends the backlog the last tick was clearing (%.0f queued prompt tokens, %.0f an interval before)",
+				backlog, t.backlogBefore))
 			return math.Max(0, a.ExcessWait)
 		}
 	}

@@ -216,3 +216,53 @@ func TestSLOHeadroom_NotFromABacklogBeingCleared(t *testing.T) {
 		})
 	}
 }
+
+// TestOutranForecast_AfterAStop: a forecast of no demand is a forecast made, so demand that
+// comes back after traffic stopped outran it — its misses are the forecast's, not the
+// sizing's — where a bucket with no forecast at all (0: none made, a state from before Sized
+// was kept) leaves it unknown.
+func TestOutranForecast_AfterAStop(t *testing.T) {
+	p, st := aheadPlanner(t)
+	tickAt := func(now, perSecond float64) *tick {
+		in := aheadInput(now, 8, 8, 8, 8, perSecond)
+		decideAndSubmit(t, p, &st, in)
+		return &tick{p: p, st: &st, in: in, diag: &Diagnostics{}, readyP: 8, readyD: 8, expectedP: ptr(8), expectedD: ptr(8), countsKnown: true}
+	}
+	now := 5.0
+	for ; now <= 600; now += 5 {
+		tickAt(now, 20)
+	}
+	for ; now <= 1500; now += 5 { // the traffic stops for a quarter of an hour
+		tickAt(now, 0)
+	}
+	a := st.Ahead
+	require.Equal(t, aheadSizedNone, a.Sized[len(a.Sized)-2], "a bucket sized for no demand: %v", a.Sized)
+	k := tickAt(now, 20)
+	require.True(t, k.outranForecast(k.aheadLead()), "demand back after a forecast of none outran it")
+	for i := range st.Ahead.Sized {
+		st.Ahead.Sized[i] = 0 // no forecast kept: unknown
+	}
+	require.False(t, k.outranForecast(k.aheadLead()), "no forecast kept: not known to have been outrun")
+}
+
+// TestRecordForecast_Sized: the demand the pools were sized for is kept per bucket; one of
+// none as aheadSizedNone (a forecast made), an invalid one not at all (0: none made).
+func TestRecordForecast_Sized(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sized float64
+		want  float64
+	}{
+		{"a demand", 12.5, 12.5},
+		{"none", 0, aheadSizedNone},
+		{"negative: not kept", -3, 0},
+		{"NaN: not kept", math.NaN(), 0},
+		{"infinite: not kept", math.Inf(1), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &AheadState{Count: []float64{10, 20}}
+			a.recordForecast(5, tc.sized)
+			require.Equal(t, []float64{0, tc.want}, a.Sized)
+		})
+	}
+}

@@ -320,3 +320,43 @@ func TestBacklogRate(t *testing.T) {
 	require.InDelta(t, 20+1000/ms, rate, 0.5, "the level plus one engine's rate: %s", notes)
 	require.Equal(t, without, with, "four engines serve 35 req/s")
 }
+
+// TestAhead_ExcessWaitNotLearnedAtTheTickABacklogEnds: the interval after the last tick that
+// found a backlog being cleared ends that queue's tail — its mean TTFT is the last queued
+// prompts' — so neither the excess wait nor the SLO feedback learns from it either; the tick
+// after that learns again. Ticks that are not an interval apart are not compared.
+func TestAhead_ExcessWaitNotLearnedAtTheTickABacklogEnds(t *testing.T) {
+	tests := []struct {
+		name    string
+		backlog []int64 // prompt tokens queued on one engine at each tick (the one before: 40,000)
+		every   float64 // seconds between ticks
+		learned []bool  // whether each tick learned an excess wait
+		ended   []bool  // whether each tick said it ends the backlog the last tick cleared
+	}{
+		{"cleared to nothing: the tick after the last clearing one is not learned", []int64{30000, 20000, 10000, 0, 0, 0}, 5,
+			[]bool{false, false, false, false, true, true}, []bool{false, false, false, true, false, false}},
+		{"cleared to nothing, then a queue within the slack that grows: learned", []int64{30000, 0, 300, 600}, 5,
+			[]bool{false, false, true, true}, []bool{false, true, false, false}},
+		{"the ticks 10 s apart: not compared, learned", []int64{30000, 20000, 10000, 0}, 10,
+			[]bool{true, true, true, true}, []bool{false, false, false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aheadPlanner(t)
+			st.Ahead.PromptBacklog, st.Ahead.PromptBacklogAt = 40000, 10-tc.every
+			for i, tokens := range tc.backlog {
+				now := 10 + tc.every*float64(i)
+				in := aheadInput(now, 4, 4, 4, 4, 20)
+				in.Traffic.TTFTMs = ptr(150.0)
+				in.FPM.Prefill = []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens}}}
+				before := st.Ahead.ExcessWait
+				next, _, diag, err := p.Decide(st, in)
+				require.NoError(t, err)
+				st = next
+				notes := strings.Join(diag.Notes, "\n")
+				require.Equal(t, tc.learned[i], st.Ahead.ExcessWait != before, "tick %d: excess wait %v → %v (%s)", i, before, st.Ahead.ExcessWait, notes)
+				require.Equal(t, tc.ended[i], strings.Contains(notes, "ends the backlog the last tick was clearing"), "tick %d: %s", i, notes)
+			}
+		})
+	}
+}

@@ -421,6 +421,9 @@ type tick struct {
 	backlogBeforeKnown bool
 	// backlogSpan is the seconds since that tick (when backlogBeforeKnown).
 	backlogSpan float64
+	// clearingBefore says that tick found a backlog being cleared (AheadState.ClearingAt;
+	// when backlogBeforeKnown): this interval's TTFTs end that queue's tail.
+	clearingBefore bool
 
 	prefill, decode, agg *perf.EngineModel
 
