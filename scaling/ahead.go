@@ -213,8 +213,8 @@ type AheadState struct {
 	PromptBacklog   float64 `json:"prompt_backlog_tokens,omitempty"`
 	PromptBacklogAt float64 `json:"prompt_backlog_at,omitempty"`
 	// ClearingAt is the last tick that found a backlog being cleared (learnExcessWait): at the
-	// tick after it, whose interval ends that queue's tail, neither the excess wait nor the SLO
-	// feedback learns either.
+	// tick after it, whose interval ends that queue's tail, the excess wait is not learned and
+	// the SLO feedback does not count the TTFT as missed either (clearingBacklog).
 	ClearingAt float64 `json:"clearing_backlog_at,omitempty"`
 	// FeedbackPrefill and FeedbackDecode are the SLO feedback of each pool (agg: Decode):
 	// the share of requests served in intervals whose observed latency broke the SLA while
@@ -242,8 +242,10 @@ type AheadState struct {
 	LiveS  float64 `json:"live_s,omitempty"`
 
 	// Forecast is, per bucket (aligned with Count), the demand the forecast gave at the
-	// bucket's last tick, before its own misses were added (0: none made): what the
-	// forecast's misses are measured on (forecastMiss).
+	// bucket's last tick, before its own misses were added (0: none made, or a forecast of
+	// none): what the forecast's misses are measured on (forecastMiss). A forecast of none is
+	// not measured: demand that comes back after a stop is a level, not a bias of the
+	// forecast's to raise the next ones by (Sized keeps it, for outranForecast).
 	Forecast []float64 `json:"forecast,omitempty"`
 	// Sized is, per bucket (aligned with Count), the demand the pools were sized for at the
 	// bucket's last tick: the forecast with the misses it added (0: none made, or a state

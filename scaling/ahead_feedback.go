@@ -119,7 +119,8 @@ func (f *SLOFeedback) headroomFor(n int) int {
 // before (Sized: the forecast with the misses it added, at the last tick of the newest bucket
 // that old): the capacity ready now was ordered on it, so a miss at a level beyond it is the
 // forecast's — which forecastMiss raises the next forecasts for (on calm arrivals of a
-// disaggregated deployment, beyond the rise they already have: carryMisses) — not the
+// disaggregated deployment, beyond the rise they already have: carryMisses; not after a
+// forecast of none, which Sized keeps as aheadSizedNone and Forecast not at all) — not the
 // sizing's. Counted by the SLO feedback too, a level shift no forecast could foresee (a step
 // from 4 to 24 req/s) added a quarter of the need for the twenty minutes after the pool had
 // caught up with it. The level, not the interval's rate: a burst within the level window is

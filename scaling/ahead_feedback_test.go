@@ -237,7 +237,15 @@ func TestOutranForecast_AfterAStop(t *testing.T) {
 	}
 	a := st.Ahead
 	require.Equal(t, aheadSizedNone, a.Sized[len(a.Sized)-2], "a bucket sized for no demand: %v", a.Sized)
-	k := tickAt(now, 20)
+	missed := a.FeedbackPrefill.Missed
+	// The demand comes back on the settled pool, its TTFT far over the SLA: the forecast's
+	// miss, which the SLO feedback does not count.
+	in := aheadInput(now, 8, 8, 8, 8, 20)
+	in.Traffic.TTFTMs = ptr(5000.0)
+	decideAndSubmit(t, p, &st, in)
+	require.Equal(t, missed, st.Ahead.FeedbackPrefill.Missed, "the return's first interval is not a sizing miss")
+	require.Zero(t, st.Ahead.FeedbackPrefill.Headroom)
+	k := &tick{p: p, st: &st, in: in, diag: &Diagnostics{}, readyP: 8, readyD: 8, expectedP: ptr(8), expectedD: ptr(8), countsKnown: true}
 	require.True(t, k.outranForecast(k.aheadLead()), "demand back after a forecast of none outran it")
 	for i := range st.Ahead.Sized {
 		st.Ahead.Sized[i] = 0 // no forecast kept: unknown

@@ -323,20 +323,24 @@ func TestBacklogRate(t *testing.T) {
 
 // TestAhead_ExcessWaitNotLearnedAtTheTickABacklogEnds: the interval after the last tick that
 // found a backlog being cleared ends that queue's tail — its mean TTFT is the last queued
-// prompts' — so neither the excess wait nor the SLO feedback learns from it either; the tick
-// after that learns again. Ticks that are not an interval apart are not compared.
+// prompts' — so the excess wait is not learned from it and the SLO feedback does not count
+// its TTFT (over the SLA here) as missed either; the tick after that learns again, and so
+// does a tick after a clearing one whose backlog grew. Ticks that are not an interval apart
+// are not compared.
 func TestAhead_ExcessWaitNotLearnedAtTheTickABacklogEnds(t *testing.T) {
 	tests := []struct {
 		name    string
 		backlog []int64 // prompt tokens queued on one engine at each tick (the one before: 40,000)
 		every   float64 // seconds between ticks
-		learned []bool  // whether each tick learned an excess wait
+		learned []bool  // whether each tick learned an excess wait and counted a missed TTFT
 		ended   []bool  // whether each tick said it ends the backlog the last tick cleared
 	}{
 		{"cleared to nothing: the tick after the last clearing one is not learned", []int64{30000, 20000, 10000, 0, 0, 0}, 5,
 			[]bool{false, false, false, false, true, true}, []bool{false, false, false, true, false, false}},
 		{"cleared to nothing, then a queue within the slack that grows: learned", []int64{30000, 0, 300, 600}, 5,
 			[]bool{false, false, true, true}, []bool{false, true, false, false}},
+		{"being cleared, then growing: learned", []int64{30000, 35000, 36000}, 5,
+			[]bool{false, true, true}, []bool{false, false, false}},
 		{"the ticks 10 s apart: not compared, learned", []int64{30000, 20000, 10000, 0}, 10,
 			[]bool{true, true, true, true}, []bool{false, false, false, false}},
 	}
@@ -347,14 +351,20 @@ func TestAhead_ExcessWaitNotLearnedAtTheTickABacklogEnds(t *testing.T) {
 			for i, tokens := range tc.backlog {
 				now := 10 + tc.every*float64(i)
 				in := aheadInput(now, 4, 4, 4, 4, 20)
-				in.Traffic.TTFTMs = ptr(150.0)
+				in.Traffic.TTFTMs = ptr(250.0) // over the 200 ms SLA
 				in.FPM.Prefill = []perf.FPM{{Version: perf.FPMVersion, WorkerID: "w0", Queued: perf.QueuedRequests{NumPrefillRequests: tokens / 3000, SumPrefillTokens: tokens}}}
 				before := st.Ahead.ExcessWait
+				var missedBefore float64
+				if f := st.Ahead.FeedbackPrefill; f != nil {
+					missedBefore = f.Missed
+				}
 				next, _, diag, err := p.Decide(st, in)
 				require.NoError(t, err)
 				st = next
 				notes := strings.Join(diag.Notes, "\n")
 				require.Equal(t, tc.learned[i], st.Ahead.ExcessWait != before, "tick %d: excess wait %v → %v (%s)", i, before, st.Ahead.ExcessWait, notes)
+				require.NotNil(t, st.Ahead.FeedbackPrefill)
+				require.Equal(t, tc.learned[i], st.Ahead.FeedbackPrefill.Missed > missedBefore, "tick %d: the SLO feedback's missed requests %v → %v", i, missedBefore, st.Ahead.FeedbackPrefill.Missed)
 				require.Equal(t, tc.ended[i], strings.Contains(notes, "ends the backlog the last tick was clearing"), "tick %d: %s", i, notes)
 			}
 		})

@@ -404,8 +404,9 @@ type tick struct {
 	promptsLonger bool
 	// clearingBacklog says a backlog is being cleared at this tick (learnExcessWait): the
 	// prompt pool's queued prompts shrink, and an engine's own queue takes it longer than the
-	// TTFT slack to clear. The interval's TTFTs are then that queue's tail: neither the
-	// excess wait nor the SLO feedback learns from them.
+	// TTFT slack to clear, or did at the tick before (clearingBefore). The interval's TTFTs
+	// are then that queue's tail: the excess wait is not learned from them, and the SLO
+	// feedback does not count them as missed.
 	clearingBacklog bool
 	// heldFloorExcess is how many engines the aggregated pool's requests-held floor added
 	// to its need at this tick, past the first lead time of live traffic, on calm arrivals
