@@ -213,8 +213,9 @@ type AheadState struct {
 	PromptBacklog   float64 `json:"prompt_backlog_tokens,omitempty"`
 	PromptBacklogAt float64 `json:"prompt_backlog_at,omitempty"`
 	// ClearingAt is the last tick that found a backlog being cleared (learnExcessWait): at the
-	// tick after it, whose interval ends that queue's tail, the excess wait is not learned and
-	// the SLO feedback does not count the TTFT as missed either (clearingBacklog).
+	// tick after it, one interval later, whose interval ends that queue's tail, while the
+	// queued prompts are still fewer than at it, the excess wait is not learned and the SLO
+	// feedback does not count the TTFT as missed either (clearingBacklog).
 	ClearingAt float64 `json:"clearing_backlog_at,omitempty"`
 	// FeedbackPrefill and FeedbackDecode are the SLO feedback of each pool (agg: Decode):
 	// the share of requests served in intervals whose observed latency broke the SLA while
