@@ -2305,7 +2305,9 @@ func TestAheadState_Stopped(t *testing.T) {
 		// The window's buckets still hold the traffic when the silence has outlasted all but
 		// an interval of the window's rates.
 		{"a stop with one interval before it in the window", until(1, flat(40)), 65, 40, 0, true},
-		{"the traffic's own spread", until(20, func(i int) float64 { return 40 + 20*float64(i%2) }), 15, 50, math.Sqrt(100*20.0/19 - 50.0/5), true},
+		{"the traffic's own spread", until(21, func(i int) float64 { return 40 + 20*float64(i%2) }), 15, 50, math.Sqrt(100*20.0/19 - 50.0/5), true},
+		// The interval the traffic stopped in holds part of it: a fall, not the traffic's spread.
+		{"a stop within an interval", until(21, func(i int) float64 { return 40 - 20*float64(i/20) }), 15, 40, 0, true},
 		{"a step down to some traffic", func(i int) float64 { return until(20, flat(40))(i) + 2 }, 15, 0, 0, false},
 		{"two silent intervals", until(24, flat(40)), 5, 0, 0, false},
 		{"no arrival in the window", flat(0), 15, 0, 0, false},
@@ -2340,10 +2342,11 @@ func TestAheadState_Stopped(t *testing.T) {
 // TestAhead_NoScaleUpWhileIdle: traffic that stops leaves a fall in the line through the
 // window, whose spread the forecast would read as upside, and misses measured before the stop.
 // Calm arrivals that stop are read as stopped (Forecast.Stopped): the forecast's base is no
-// demand and the pools are at their minimum within a minute. Bursty arrivals are not (their
-// silences between bursts are the bursty hold's), and there the idle rule is what keeps the
-// line's spread from ordering engines: on ticks where nothing arrived and nothing is queued
-// none is ordered either way, and the pools come down to their minimum.
+// demand and the pools are at their minimum within a minute. Arrivals every other interval
+// are not: once the level is 0, the bursts measured in the buckets before the stop make them
+// bursty, and there the idle rule is what keeps the line's spread from ordering engines. On
+// ticks where nothing arrived and nothing is queued none is ordered either way, and the pools
+// come down to their minimum.
 func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -2384,6 +2387,9 @@ func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
 				}
 			}
 			require.Greater(t, max(provP, provD), 3, "several engines")
+			if !tc.bursty {
+				require.Less(t, provP+provD, 16, "within the budget")
+			}
 			stopped, held, read, atMin := now, 0, 0, math.Inf(1)
 			for now < stopped+900 {
 				beforeP, beforeD := provP, provD
@@ -2424,6 +2430,51 @@ func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
 			dec, diag := step(tc.rate)
 			require.NotNil(t, dec.Decode, diag.Notes)
 			require.Greater(t, *dec.Decode, 1, diag.Notes)
+		})
+	}
+}
+
+// TestAhead_IdleTickOrdersForAFollowedPeriod: on/off traffic whose off phases are silent has
+// its period followed, and the demand the period foresees is ordered at the idle ticks before
+// an "on" — the idle rule holds only a forecast's margins, not a followed period's rates.
+func TestAhead_IdleTickOrdersForAFollowedPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		planner func(*testing.T) (*Planner, State)
+		rate    float64
+	}{{"disagg", aheadPlanner, 40}, {"agg", aggAheadPlanner, 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := tc.planner(t)
+			provP, provD := 1, 1
+			foreseen, heldFollowed := 0, 0
+			for now := 5.0; now <= 12*210; now += 5 {
+				rate := 0.0
+				if math.Mod(now-5, 210) < 90 { // 90 s on, 120 s off
+					rate = tc.rate
+				}
+				in := aheadInput(now, provP, provD, provP, provD, rate)
+				in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
+				in.FPM.Prefill, in.FPM.Decode = idleFPMs("p", provP), idleFPMs("d", provD)
+				beforeD := provD
+				dec, diag := decideAndSubmit(t, p, &st, in)
+				if dec.Prefill != nil {
+					provP = *dec.Prefill
+				}
+				if dec.Decode != nil {
+					provD = *dec.Decode
+				}
+				followed := len(diag.Notes) > 0 && strings.Contains(strings.Join(diag.Notes, " "), " followed")
+				for _, n := range diag.Notes {
+					if followed && strings.Contains(n, "not scaled up") {
+						heldFollowed++
+					}
+				}
+				if rate == 0 && followed && provD > beforeD {
+					foreseen++
+				}
+			}
+			require.Positive(t, foreseen, "a followed period's return ordered at an idle tick before it")
+			require.Zero(t, heldFollowed, "the idle rule held a followed period's need")
 		})
 	}
 }
