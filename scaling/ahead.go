@@ -424,8 +424,8 @@ func (a *AheadState) rate(i int) float64 {
 // Forecast is the ahead policy's demand forecast for one tick.
 type Forecast struct {
 	// Level is the current request rate; Slope its trend (req/s per s) and Spread the
-	// standard deviation of its variation beyond Poisson noise (around the trend, around the
-	// period when the forecast follows one, or about its mean before the traffic stopped).
+	// standard deviation of its variation beyond Poisson noise (around the trend, or around
+	// the period when the forecast follows one).
 	Level, Slope, Spread float64
 	// PeriodS is the detected period (0: none) and Seasonal the rate a period ago over the
 	// coming lead time, scaled to the current level.
@@ -435,9 +435,6 @@ type Forecast struct {
 	// Step is the rate after a step up found in the trend window on calm arrivals (stepUp),
 	// which replaces the trend's rise (0: none found).
 	Step float64
-	// Stopped is the mean rate before a silence that ends the trend window (stopped), which
-	// replaces the trend's rise and spread: the forecast's base is no demand (0: none found).
-	Stopped float64
 	// Bend is the rise over the horizon of a rise found slowing down (bentRise), which
 	// replaced the line's, LineRise (both 0: none found, the line's was not higher, or a
 	// followed period gave the forecast).
@@ -473,19 +470,18 @@ type Forecast struct {
 	// already holds, not added again (carryMisses).
 	Carried float64
 	// Fall is how far the trend falls over the horizon at its current slope (0 when it does
-	// not fall, or a step up was found; the level itself when the traffic stopped): the slope
-	// of the parabola through the trend window's interval rates at the newest of them when it
-	// fits better than the line (curve), else the line's when it falls beyond chance
-	// (trendFit.fallsOnItsOwn: the line through the buckets, else the one through the
-	// window's interval rates). HeldOff is the part of the misses that fall held off
-	// (carryMisses).
+	// not fall, or a step up was found): the slope of the parabola through the trend window's
+	// interval rates at the newest of them when it fits better than the line (curve), else
+	// the line's when it falls beyond chance (trendFit.fallsOnItsOwn: the line through the
+	// buckets, else the one through the window's interval rates). HeldOff is the part of
+	// the misses that fall held off (carryMisses).
 	Fall, HeldOff float64
-	// FallLasts reports that the fall lasts the horizon (always when the traffic stopped): the
-	// trend falls now (Fall) and, when the window's parabola fits better than the line, it
-	// still falls a horizon past the newest interval (no trough within it; the horizon counts
-	// from the level's midpoint, so this is half a level window past the lead time's end, on
-	// the cautious side). A disaggregated deployment's scale-down then holds for one bucket,
-	// not the lead time (fallingHold).
+	// FallLasts reports that the fall lasts the horizon: the trend falls now (Fall) and, when
+	// the window's parabola fits better than the line, it still falls a horizon past the
+	// newest interval (no trough within it; the horizon counts from the level's midpoint, so
+	// this is half a level window past the lead time's end, on the cautious side). A
+	// disaggregated deployment's scale-down then holds for one bucket, not the lead time
+	// (fallingHold).
 	FallLasts bool
 }
 
@@ -526,6 +522,10 @@ func (f Forecast) margin() float64 { return math.Hypot(aheadQuantileZ*f.Spread, 
 // to a bucket, a scale-down holds for one bucket, and the queueing models size without
 // their margins (margins).
 func (f Forecast) foreseen() bool { return f.Trusted && f.Burst <= aheadCalmBurst*f.Level }
+
+// foresees reports whether the forecast follows a period that foresees demand over the lead
+// time (the rates a period ago: Seasonal), which an idle tick orders for (tick.idle).
+func (f Forecast) foresees() bool { return f.Trusted && f.Seasonal > 0 }
 
 // bursty reports whether the bursts within the buckets exceed aheadBurstyExcess of the
 // level: a scale-down then holds the bursts' need (aheadDecide), and a busy run is not read
@@ -614,22 +614,6 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			rise = math.Max(0, post-f.Level)
 		}
 	}
-	// Traffic that stopped is not a fall the line goes on with: the forecast's base is the
-	// silence (the level's window may still hold arrivals from before it), its spread the
-	// traffic's own while it ran, and the fall lasts (a scale-down holds for a bucket,
-	// fallingHold) by what the level still holds. Not on bursty arrivals, whose silences
-	// between bursts the bursty hold is there for (after a stop, bursts measured in the buckets
-	// before it count against a level of 0, and the bursty hold keeps their need for three
-	// lead times; policy.md, "Traffic that stops", has what measuring them against the rate
-	// before the stop lost).
-	if !f.bursty() {
-		if before, spread, ok := a.stopped(window, interval, lead); ok {
-			f.Stopped, f.Spread, f.Slope, f.Step = before, spread, 0, 0
-			f.Trough, f.TroughLine = 0, 0
-			rise = -f.Level
-			f.Fall, f.FallLasts = f.Level, true
-		}
-	}
 	// The trend's slope now, for the fall that holds off a rise's misses (carryMisses): the
 	// parabola's at the newest interval when it fits better than the line, which turns at a
 	// trough while the line through the window still falls; else the line's, when it falls
@@ -638,7 +622,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	// the buckets' few leave within chance (rr-5-45's first fall, 100 s past its peak, where
 	// the parabola's bend is within the noise). None after a step up, which a parabola bends
 	// over as if it were a peak.
-	if f.Step == 0 && f.Stopped == 0 {
+	if f.Step == 0 {
 		now := 0.0
 		if lineN > 2 && line.fallsOnItsOwn(lineN) {
 			now = f.Slope
@@ -658,7 +642,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 	}
 	// A rise that slows down is forecast to its turn (bentRise), not along the line through
 	// the whole window, which keeps the rise's earlier slope past the turn.
-	if rise > 0 && f.Step == 0 && f.Stopped == 0 && curved { // a trough's parabola curves up: no bend
+	if rise > 0 && f.Step == 0 && curved { // a trough's parabola curves up: no bend
 		if bent, ok := cv.bentRise(interval, a.levelWindow(interval), horizon); ok && bent < rise {
 			f.Bend, f.LineRise, rise = bent, rise, bent
 		}
@@ -699,7 +683,7 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			if f.Trusted {
 				// A clear period: it knows the turns a trend overshoots, and its own misses
 				// are the spread to allow for.
-				f.Spread, f.Step, f.Bend, f.LineRise, f.Trough, f.TroughLine, f.Stopped = spread, 0, 0, 0, 0, 0, 0
+				f.Spread, f.Step, f.Bend, f.LineRise, f.Trough, f.TroughLine = spread, 0, 0, 0, 0, 0
 				f.Rate = math.Max(0, f.Seasonal+a.seasonalMiss(period, scale)) + f.margin()
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
@@ -942,55 +926,6 @@ func (a *AheadState) stepUp(window, interval float64) (post float64, ok bool) {
 		}
 	}
 	return after, true
-}
-
-// stopped reports whether the traffic stopped within the trend window: its newest interval
-// rates (of the same window as stepUp's) had no arrival for a lead time or more (and at least
-// aheadStepIntervals intervals), after some that had (a silence that has outlasted most of the
-// window leaves fewer than stepUp's aheadStepIntervals before it: the buckets the trend's line
-// is fitted to still hold them), and the two runs' means fit those rates better than the
-// least-squares line by more than chance (fitsBetter: at 80 req/s a silence of a few 5 s
-// intervals does, at 0.2 req/s, where three such intervals come by chance one time in twenty,
-// it does not). before is the mean rate before the silence and spread its standard deviation
-// beyond its own Poisson noise: the variation the traffic had while it ran.
-//
-// The line through a stop's window reads the fall itself as that variation (spread 28.75
-// req/s 15 s into traffic-stop's silence, 80 req/s of Poisson arrivals before it), and its
-// upper quantile held engines sized for demand that had ended — for about three minutes
-// there. Within the first lead time of a silence that upper quantile is also what meets
-// demand coming back before engines ordered for it could be ready, so a shorter silence is
-// not read as a stop: read so from its third interval, on/off waves whose gaps were 45–75 s
-// lost 6.7–6.8 points (policy.md, "Traffic that stops").
-func (a *AheadState) stopped(window, interval, lead float64) (before, spread float64, ok bool) {
-	ys, ok := a.windowRates(window, interval)
-	if !ok {
-		return 0, 0, false
-	}
-	m := len(ys)
-	split := m
-	for split > 0 && ys[split-1] == 0 {
-		split--
-	}
-	if float64(m-split)*interval < lead || m-split < aheadStepIntervals || split == 0 {
-		return 0, 0, false
-	}
-	xs := make([]float64, m)
-	for i := range xs {
-		xs[i] = float64(i)
-	}
-	sseLine := fitTrend(xs, ys).variance * float64(m-2)
-	before, vb := ys[0], 0.0
-	if split > 1 {
-		before, vb = stat.MeanVariance(ys[:split], nil)
-	}
-	if !(before > 0) || !fitsBetter(sseLine, vb*float64(split-1), m) {
-		return 0, 0, false
-	}
-	// The interval the traffic stopped in holds part of it: a fall, not the traffic's spread.
-	if split >= 3 {
-		before, vb = stat.MeanVariance(ys[:split-1], nil)
-	}
-	return before, math.Sqrt(math.Max(0, vb-before/interval)), true
 }
 
 // needs is pool c's need history (NeedPrefill or NeedDecode).
@@ -1329,9 +1264,6 @@ func (t *tick) ahead() Decision {
 	if f.Step > 0 {
 		why[0] += fmt.Sprintf(", a step up to %.2f, not extrapolated", f.Step)
 	}
-	if f.Stopped > 0 {
-		why[0] += fmt.Sprintf(", stopped: no arrival since a run at %.2f, not a fall extrapolated", f.Stopped)
-	}
 	if f.LineRise > 0 {
 		why[0] += fmt.Sprintf(", a rise slowing down: +%.2f to its turn, not the line's +%.2f", f.Bend, f.LineRise)
 	}
@@ -1402,7 +1334,7 @@ func (t *tick) ahead() Decision {
 		}
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
-	if t.idle() && !f.Trusted {
+	if t.idle() && !f.foresees() {
 		for _, c := range t.pools() {
 			if held := max(t.provisioned(c), t.minEndpoint(c)); need[c] > held {
 				d.note(fmt.Sprintf("ahead: %s not scaled up to %d: no request arrived in the last %.0f s and none is queued", c, need[c], tr.DurationS))
@@ -2108,16 +2040,16 @@ func (t *tick) backlogRate(isl, service, lead float64) float64 {
 
 // idle reports whether nothing arrived in the tick's interval and nothing waits on the
 // engines: no queued prompt tokens, no queued decode requests. Engines ordered then would
-// be ready a lead time later for demand the tick has not seen; unless the forecast follows a
-// period, a forecast that asks for them comes from its margins and misses alone (the spread
-// a fall leaves in the line through the window, misses measured before the traffic
-// stopped), so the tick's need is held to what each pool has (tick.ahead): no engine is
-// ordered, and the holds do not record a need nothing asked for; the next interval with
-// arrivals decides. A followed period's demand is measured (the rates a period ago), and
-// ordering for it before it arrives is what following it is for: on/off traffic whose off
-// phases are silent (40 req/s for 90 s, nothing for 120 s) was met by the engines ordered
-// as each "on" arrived, 84.2% (71.7% aggregated), where the period had foreseen it a lead
-// time before (policy.md, "Traffic that stops").
+// be ready a lead time later for demand the tick has not seen; unless a followed period
+// foresees demand (Forecast.foresees), a forecast that asks for them comes from its margins,
+// its misses (the spread a fall leaves in the line through the window, misses measured
+// before the traffic stopped) and the rates of a period found but not followed, so the
+// tick's need is held to what each pool has (tick.ahead): no engine is ordered; the next
+// interval with arrivals decides. A followed period's demand is measured (the rates a period
+// ago), and ordering for it before it arrives is what following it is for: on/off traffic
+// whose off phases are silent (40 req/s for 90 s, nothing for 120 s) was met by the engines
+// ordered as each "on" arrived, 84.2% (71.7% aggregated), where the period had foreseen it a
+// lead time before (policy.md, "Traffic that stops").
 //
 // Only when the FPMs show every ready engine of each pool (reconcileFPMWorkers): a queue on
 // an engine that did not publish is not seen, so it is not read as none.
