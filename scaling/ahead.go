@@ -523,9 +523,10 @@ func (f Forecast) margin() float64 { return math.Hypot(aheadQuantileZ*f.Spread, 
 // their margins (margins).
 func (f Forecast) foreseen() bool { return f.Trusted && f.Burst <= aheadCalmBurst*f.Level }
 
-// foresees reports whether the forecast follows a period that foresees demand over the lead
-// time (the rates a period ago: Seasonal), which an idle tick orders for (tick.idle).
-func (f Forecast) foresees() bool { return f.Trusted && f.Seasonal > 0 }
+// foreseesDemand reports whether the forecast follows a period that foresees demand over
+// the lead time (the rates a period ago: Seasonal), which an idle tick orders for
+// (tick.idle).
+func (f Forecast) foreseesDemand() bool { return f.Trusted && f.Seasonal > 0 }
 
 // bursty reports whether the bursts within the buckets exceed aheadBurstyExcess of the
 // level: a scale-down then holds the bursts' need (aheadDecide), and a busy run is not read
@@ -1334,7 +1335,7 @@ func (t *tick) ahead() Decision {
 		}
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
-	if t.idle() && !f.foresees() {
+	if t.idle() && !f.foreseesDemand() {
 		for _, c := range t.pools() {
 			if held := max(t.provisioned(c), t.minEndpoint(c)); need[c] > held {
 				d.note(fmt.Sprintf("ahead: %s not scaled up to %d: no request arrived in the last %.0f s and none is queued", c, need[c], tr.DurationS))
@@ -2041,15 +2042,15 @@ func (t *tick) backlogRate(isl, service, lead float64) float64 {
 // idle reports whether nothing arrived in the tick's interval and nothing waits on the
 // engines: no queued prompt tokens, no queued decode requests. Engines ordered then would
 // be ready a lead time later for demand the tick has not seen; unless a followed period
-// foresees demand (Forecast.foresees), a forecast that asks for them comes from its margins,
-// its misses (the spread a fall leaves in the line through the window, misses measured
-// before the traffic stopped) and the rates of a period found but not followed, so the
-// tick's need is held to what each pool has (tick.ahead): no engine is ordered; the next
-// interval with arrivals decides. A followed period's demand is measured (the rates a period
-// ago), and ordering for it before it arrives is what following it is for: on/off traffic
-// whose off phases are silent (40 req/s for 90 s, nothing for 120 s) was met by the engines
-// ordered as each "on" arrived, 84.2% (71.7% aggregated), where the period had foreseen it a
-// lead time before (policy.md, "Traffic that stops").
+// foresees demand (Forecast.foreseesDemand), a forecast that asks for them comes from its
+// margins (the spread a fall leaves in the line through the window among them), its misses
+// (measured before the traffic stopped) and the rates of a period found but not followed,
+// so the tick's need is held to what each pool has (tick.ahead): no engine is ordered; the
+// next interval with arrivals decides. A followed period's demand is measured (the rates a
+// period ago), and ordering for it before it arrives is what following it is for: on/off
+// traffic whose off phases are silent (40 req/s for 90 s, nothing for 120 s) was met by the
+// engines ordered as each "on" arrived, 84.2% (71.7% aggregated), where the period had
+// foreseen it a lead time before (policy.md, "Traffic that stops").
 //
 // Only when the FPMs show every ready engine of each pool (reconcileFPMWorkers): a queue on
 // an engine that did not publish is not seen, so it is not read as none.
@@ -2103,8 +2104,8 @@ func (t *tick) provisioned(c Component) int {
 
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
 // scale-downs not before the trend window has been observed, only to the highest count
-// needed over the lead time (over one bucket when the forecast foresees it — a followed
-// period on steady arrivals — or falls through it, falling: fallingHold, aheadHoldWindow),
+// needed over the lead time (over one bucket when the lead time is foreseen — a followed
+// period on steady arrivals, Forecast.foreseen — or the forecast falls through it, falling: fallingHold, aheadHoldWindow),
 // and, without a followed period (periodic:
 // one the forecast follows instead of the trend), not before twice the longest quiet gap
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;

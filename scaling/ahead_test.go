@@ -2329,6 +2329,26 @@ func TestAhead_NoScaleUpWhileIdle(t *testing.T) {
 	}
 }
 
+// TestForecast_ForeseesDemand: only a followed period whose rate a period ago is above 0
+// foresees demand an idle tick orders for; a period found but not followed, or followed and
+// foreseeing none, leaves the idle rule to hold the forecast's margins and misses.
+func TestForecast_ForeseesDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    Forecast
+		want bool
+	}{
+		{"followed, demand a period ago", Forecast{Trusted: true, Seasonal: 35.9, Rate: 40}, true},
+		{"followed, none a period ago", Forecast{Trusted: true, Seasonal: 0, Rate: 4}, false},
+		{"found, not followed", Forecast{Trusted: false, Seasonal: 35.9, Rate: 40}, false},
+		{"no period", Forecast{Rate: 40}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.f.foreseesDemand())
+		})
+	}
+}
+
 // TestAhead_IdleTickOrdersForAFollowedPeriod: on/off traffic whose off phases are silent has
 // its period followed, and the demand the period foresees is ordered at the idle ticks before
 // an "on" — the idle rule holds a forecast's margins and misses, not a followed period's rates.
