@@ -2105,8 +2105,8 @@ func (t *tick) provisioned(c Component) int {
 // aheadDecide turns the needed counts into the tick's decision: scale-ups at once;
 // scale-downs not before the trend window has been observed, only to the highest count
 // needed over the lead time (over one bucket when the lead time is foreseen — a followed
-// period on steady arrivals, Forecast.foreseen — or the forecast falls through it, falling: fallingHold, aheadHoldWindow),
-// and, without a followed period (periodic:
+// period on steady arrivals, Forecast.foreseen — or the forecast falls through it, falling:
+// fallingHold, aheadHoldWindow), and, without a followed period (periodic:
 // one the forecast follows instead of the trend), not before twice the longest quiet gap
 // (of at most aheadMaxGapLeads lead times) after which demand came back before has passed;
 // while arrivals are bursty (bursts over aheadBurstyExcess of the level) and the lead time
