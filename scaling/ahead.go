@@ -1337,6 +1337,14 @@ func (t *tick) ahead() Decision {
 	d.note("ahead: " + strings.Join(why, "; "))
 	if t.idle() && !f.foreseesDemand() {
 		for _, c := range t.pools() {
+			// The engines the requests-held floor adds (calm arrivals, past the first lead
+			// time) are for a queue: with nothing arriving and nothing queued, the requests
+			// the engines hold drain on the engines they are on, and the floor keeps none.
+			if n := t.holdNeed(c, need[c]); n < need[c] {
+				d.note(fmt.Sprintf("ahead: %s needs %d, not %d: no request arrived in the last %.0f s and none is queued, so no engine is kept for the requests held", c, n, need[c], tr.DurationS))
+				need[c] = n
+				t.heldFloorExcess = 0 // the need is already without them (holdNeed)
+			}
 			if held := max(t.provisioned(c), t.minEndpoint(c)); need[c] > held {
 				d.note(fmt.Sprintf("ahead: %s not scaled up to %d: no request arrived in the last %.0f s and none is queued", c, need[c], tr.DurationS))
 				need[c] = held

@@ -781,3 +781,64 @@ func TestAhead_AggHeldFloorNotHeldOnCalmArrivals(t *testing.T) {
 		})
 	}
 }
+
+// TestAhead_AggIdleTickKeepsNoEngineForTheRequestsHeld: past the first lead time, on calm
+// arrivals, the engines the requests-held floor adds are for a queue. At a tick where
+// nothing arrived and nothing is queued, the requests the engines hold drain where they are:
+// the need is the rate's, and the floor's engines go (the holds never recorded them). While
+// requests arrive, the floor keeps asking for them.
+func TestAhead_AggIdleTickKeepsNoEngineForTheRequestsHeld(t *testing.T) {
+	holdsRecord := regexp.MustCompile(`; the holds record (\d+), without the (\d+) engines more for the requests held`)
+	for _, tc := range []struct {
+		name string
+		rate float64 // req/s at the tick after the floor's engines were ordered
+	}{
+		{"idle", 0},
+		{"arrivals", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st := aggAheadPlanner(t)
+			in := func(now float64, ready, expected int, rate float64, held int64) Input {
+				in := aheadInput(now, 0, ready, 0, expected, rate)
+				in.FPM.Decode = idleFPMs("a", ready) // every ready engine publishes
+				for i := range in.FPM.Decode {
+					in.FPM.Decode[i].Scheduled.NumDecodeRequests = held / int64(ready)
+				}
+				return in
+			}
+			lead := p.cfg.StartupPriorSeconds() + 5
+			now := 5.0
+			for ; now <= 3*lead; now += 5 { // past the trend window, on 2 engines
+				decideAndSubmit(t, p, &st, in(now, 2, 2, 4, 0))
+			}
+			floor, keep := 2, 0
+			for range 2 { // the lead time's 90% quantile of the requests held needs two ticks
+				dec, diag := decideAndSubmit(t, p, &st, in(now, 2, 2, 4, 80))
+				now += 5
+				if dec.Decode != nil {
+					floor = *dec.Decode
+				}
+				if m := holdsRecord.FindStringSubmatch(strings.Join(diag.Notes, "\n")); m != nil {
+					var err error
+					keep, err = strconv.Atoi(m[1])
+					require.NoError(t, err)
+				}
+			}
+			require.Positive(t, keep, "calm arrivals: the holds record the rate's need")
+			require.Greater(t, floor, max(2, keep), "the requests held raised the pool past it and past the 2 engines it had")
+
+			dec, diag := decideAndSubmit(t, p, &st, in(now, 2, floor, tc.rate, 80))
+			note := strings.Join(diag.Notes, "\n")
+			if tc.rate > 0 {
+				require.Nil(t, dec.Decode, "the floor still asks: %s", note)
+				require.NotContains(t, note, "no engine is kept for the requests held")
+				return
+			}
+			require.Contains(t, note, "no engine is kept for the requests held")
+			require.NotNil(t, dec.Decode, "%s (%s)", note, diag.LoadReasonDecode)
+			require.Equal(t, keep, *dec.Decode, "to the need the holds recorded: %s", note)
+			require.Equal(t, ReasonScaleDown, diag.LoadReasonDecode)
+			require.LessOrEqual(t, st.Ahead.NeedDecode[len(st.Ahead.NeedDecode)-1], keep, "recorded once, without the floor")
+		})
+	}
+}
