@@ -1335,7 +1335,9 @@ func (t *tick) ahead() Decision {
 		}
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
-	if t.idle() && !f.foreseesDemand() {
+	idle := t.idle()
+	t.idleForeseen = idle && f.foreseesDemand()
+	if idle && !f.foreseesDemand() {
 		for _, c := range t.pools() {
 			// The engines the requests-held floor adds (calm arrivals, past the first lead
 			// time) are for a queue: with nothing arriving and nothing queued, the requests
@@ -2213,6 +2215,8 @@ func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, fores
 		cur, n := t.provisioned(c), target[c]
 		reason := ReasonNoChange
 		switch {
+		case n > cur && t.idleForeseen:
+			reason = ReasonScaleUpForeseen
 		case n > cur:
 			reason = ReasonScaleUp
 		case n < cur:

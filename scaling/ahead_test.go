@@ -2352,6 +2352,7 @@ func TestForecast_ForeseesDemand(t *testing.T) {
 // TestAhead_IdleTickOrdersForAFollowedPeriod: on/off traffic whose off phases are silent has
 // its period followed, and the demand the period foresees is ordered at the idle ticks before
 // an "on" — the idle rule holds a forecast's margins and misses, not a followed period's rates.
+// Such a scale-up reports scale_up_foreseen, one with arrivals scale_up.
 func TestAhead_IdleTickOrdersForAFollowedPeriod(t *testing.T) {
 	foreseenRate := regexp.MustCompile(`\) → ([0-9.]+) followed`)
 	for _, tc := range []struct {
@@ -2393,6 +2394,10 @@ func TestAhead_IdleTickOrdersForAFollowedPeriod(t *testing.T) {
 				}
 				if rate == 0 && followed && provD > beforeD {
 					foreseen++
+					require.Equal(t, ReasonScaleUpForeseen, diag.LoadReasonDecode, "a scale-up at a tick nothing arrived in says why: %v", diag.Notes)
+				}
+				if rate > 0 && provD > beforeD {
+					require.Equal(t, ReasonScaleUp, diag.LoadReasonDecode, "arrivals: a plain scale-up")
 				}
 			}
 			require.Positive(t, foreseen, "a followed period's return ordered at an idle tick before it")

@@ -402,6 +402,10 @@ type tick struct {
 	// aheadLengthSeconds mean beyond their noise (promptShift; the sizing then takes their
 	// mean): an aggregated pool is not scaled down at this tick (aheadDecide).
 	promptsLonger bool
+	// idleForeseen says nothing arrived in the tick's interval and nothing is queued, and a
+	// followed period foresees demand over the lead time (tick.ahead): a scale-up then
+	// reports scale_up_foreseen, not scale_up.
+	idleForeseen bool
 	// clearingBacklog says a backlog is being cleared at this tick (learnExcessWait): the
 	// prompt pool's queued prompts shrink, and an engine's own queue takes it longer than the
 	// TTFT slack to clear, or did at the tick before (clearingBefore). The interval's TTFTs
