@@ -2372,7 +2372,7 @@ func TestAhead_IdleTickOrdersForAFollowedPeriod(t *testing.T) {
 				in := aheadInput(now, provP, provD, provP, provD, rate)
 				in.Traffic.TTFTMs, in.Traffic.ITLMs = ptr(80.0), ptr(6.0)
 				in.FPM.Prefill, in.FPM.Decode = idleFPMs("p", provP), idleFPMs("d", provD)
-				beforeD := provD
+				beforeP, beforeD := provP, provD
 				dec, diag := decideAndSubmit(t, p, &st, in)
 				if dec.Prefill != nil {
 					provP = *dec.Prefill
@@ -2398,6 +2398,13 @@ func TestAhead_IdleTickOrdersForAFollowedPeriod(t *testing.T) {
 				}
 				if rate > 0 && provD > beforeD {
 					require.Equal(t, ReasonScaleUp, diag.LoadReasonDecode, "arrivals: a plain scale-up")
+				}
+				if tc.name == "disagg" && provP > beforeP {
+					want := ReasonScaleUp
+					if rate == 0 && followed {
+						want = ReasonScaleUpForeseen
+					}
+					require.Equal(t, want, diag.LoadReasonPrefill, "the prefill pool's too: %v", diag.Notes)
 				}
 			}
 			require.Positive(t, foreseen, "a followed period's return ordered at an idle tick before it")
