@@ -1341,7 +1341,8 @@ func (t *tick) ahead() Decision {
 		for _, c := range t.pools() {
 			// The engines the requests-held floor adds (calm arrivals, past the first lead
 			// time) are for a queue: with nothing arriving and nothing queued, the requests
-			// the engines hold drain on the engines they are on, and the floor keeps none.
+			// the engines hold drain on the engines they are on, and the floor keeps none (not
+			// when a followed period foresees demand: that tick's need stands, as it orders).
 			if n := t.holdNeed(c, need[c]); n < need[c] {
 				d.note(fmt.Sprintf("ahead: %s needs %d, not %d: no request arrived in the last %.0f s and none is queued, so no engine is kept for the requests held", c, n, need[c], tr.DurationS))
 				need[c] = n
@@ -1369,7 +1370,8 @@ func (t *tick) ahead() Decision {
 // holdNeed is pool c's need at this tick as the scale-down holds record it (the lead time's
 // stabilization history, and the per-bucket needs the quiet-gap and bursty holds read):
 // without the engines an aggregated pool's requests-held floor added to it on calm arrivals,
-// and the SLO headroom on them (heldFloorExcess), at least the pool's min_endpoint.
+// and the SLO headroom on them (heldFloorExcess), at least the pool's min_endpoint. It is
+// also the need of an idle tick at which no followed period foresees demand (tick.ahead).
 func (t *tick) holdNeed(c Component, need int) int {
 	if c != Decode || t.heldFloorExcess <= 0 {
 		return need
@@ -2056,11 +2058,14 @@ func (t *tick) backlogRate(isl, service, lead float64) float64 {
 // margins (the spread a fall leaves in the line through the window among them), its misses
 // (measured before the traffic stopped) and the rates of a period found but not followed,
 // so the tick's need is held to what each pool has (tick.ahead): no engine is ordered; the
-// next interval with arrivals decides. A followed period's demand is measured (the rates a
+// next interval with arrivals decides. An aggregated pool's need is then also without the
+// engines its requests-held floor adds (holdNeed): the requests held drain on the engines
+// that hold them. A followed period's demand is measured (the rates a
 // period ago), and ordering for it before it arrives is what following it is for: on/off
 // traffic whose off phases are silent (40 req/s for 90 s, nothing for 120 s) was met by the
 // engines ordered as each "on" arrived, 84.2% (71.7% aggregated), where the period had
-// foreseen it a lead time before (policy.md, "Traffic that stops").
+// foreseen it a lead time before (policy.md, "Traffic that stops"); a scale-up at such a
+// tick reports scale_up_foreseen (tick.idleForeseen).
 //
 // Only when the FPMs show every ready engine of each pool (reconcileFPMWorkers): a queue on
 // an engine that did not publish is not seen, so it is not read as none.
@@ -2123,7 +2128,8 @@ func (t *tick) provisioned(c Component) int {
 // not foreseen, only to the highest count needed over aheadBurstHoldLeads lead times;
 // never for a pool whose observed latency breaks its SLA, nor, for an aggregated pool, while
 // the newest prompts are longer than the aheadLengthSeconds mean (promptShift); then the GPU
-// budget. The holds read the needs as holdNeed records them.
+// budget. The holds read the needs as holdNeed records them. A scale-up at an idle tick
+// where a followed period foresees demand (idleForeseen) reports scale_up_foreseen.
 func (t *tick) aheadDecide(need map[Component]int, lead float64, periodic, foreseen, bursty, falling bool) Decision {
 	d := t.diag
 	tr := t.in.Traffic

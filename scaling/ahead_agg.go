@@ -412,7 +412,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	// measured yet: a cold pool's 5 requests held at 5 s ordered the engines a burst at 90 s
 	// needed, and capped there that window fell from 97.1% to 92.8%. Past the first lead
 	// time, on calm arrivals, the engines the floor adds are not held once it stops asking
-	// for them (holdNeed): ordered for a queue, they find it drained (a 300 s sinusoid's cold
+	// for them (holdNeed), nor kept at an idle tick (tick.ahead): ordered for a queue, they find it drained (a 300 s sinusoid's cold
 	// first rise held 13 engines for a minute past its peak where its second rise, the
 	// period not yet followed, needed 8). On bursty arrivals the floor's engines are held
 	// like any other need: there the queue is a burst that comes back (without that hold,

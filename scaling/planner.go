@@ -415,7 +415,8 @@ type tick struct {
 	// heldFloorExcess is how many engines the aggregated pool's requests-held floor added
 	// to its need at this tick, past the first lead time of live traffic, on calm arrivals
 	// (aheadAggSize), plus the SLO headroom's share on them (tick.ahead): the holds do not
-	// record them (holdNeed).
+	// record them (holdNeed). 0 once an idle tick has taken them out of its need (tick.ahead),
+	// so that holdNeed does not take them out twice.
 	heldFloorExcess int
 	// readied says which pools had a scale-up become ready at this tick (measureStartup):
 	// the SLO feedback does not count their interval (grewWithin).

@@ -36,7 +36,7 @@ const (
 	ReasonScaleDownHeldAfterScaleUp     Reason = "scale_down_held_after_scale_up" // extension: older load planner's decode grace period
 	ReasonScaleUpSkippedQueueTrend      Reason = "scale_up_skipped_queue_trend"   // extension: older load planner's prefill queue trend
 	ReasonScaleDownStabilizing          Reason = "scale_down_stabilizing"         // extension: scale_down_stabilization_seconds held a scale-down
-	ReasonScaleUpForeseen               Reason = "scale_up_foreseen"              // extension: ahead, a scale-up at an idle tick for a followed period's demand
+	ReasonScaleUpForeseen               Reason = "scale_up_foreseen"              // extension: ahead, a scale-up at an idle tick where a followed period foresees demand
 )
 
 // LoadReasons lists every load-loop reason in Dynamo's enum order, extensions last.
