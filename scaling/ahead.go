@@ -1335,9 +1335,9 @@ func (t *tick) ahead() Decision {
 		}
 	}
 	d.note("ahead: " + strings.Join(why, "; "))
-	idle := t.idle()
-	t.idleForeseen = idle && f.foreseesDemand()
-	if idle && !f.foreseesDemand() {
+	idle, foresees := t.idle(), f.foreseesDemand()
+	t.idleForeseen = idle && foresees
+	if idle && !foresees {
 		for _, c := range t.pools() {
 			// The engines the requests-held floor adds (calm arrivals, past the first lead
 			// time) are for a queue: with nothing arriving and nothing queued, the requests
@@ -2052,20 +2052,19 @@ func (t *tick) backlogRate(isl, service, lead float64) float64 {
 }
 
 // idle reports whether nothing arrived in the tick's interval and nothing waits on the
-// engines: no queued prompt tokens, no queued decode requests. Engines ordered then would
-// be ready a lead time later for demand the tick has not seen; unless a followed period
-// foresees demand (Forecast.foreseesDemand), a forecast that asks for them comes from its
-// margins (the spread a fall leaves in the line through the window among them), its misses
-// (measured before the traffic stopped) and the rates of a period found but not followed,
-// so the tick's need is held to what each pool has (tick.ahead): no engine is ordered; the
-// next interval with arrivals decides. An aggregated pool's need is then also without the
-// engines its requests-held floor adds (holdNeed): the requests held drain on the engines
-// that hold them. A followed period's demand is measured (the rates a
-// period ago), and ordering for it before it arrives is what following it is for: on/off
-// traffic whose off phases are silent (40 req/s for 90 s, nothing for 120 s) was met by the
-// engines ordered as each "on" arrived, 84.2% (71.7% aggregated), where the period had
-// foreseen it a lead time before (policy.md, "Traffic that stops"); a scale-up at such a
-// tick reports scale_up_foreseen (tick.idleForeseen).
+// engines: no queued prompt tokens, no queued decode requests. Engines ordered then would be
+// ready a lead time later for demand the tick has not seen; unless a followed period foresees
+// demand (Forecast.foreseesDemand), a forecast that asks for them comes from its margins (the
+// spread a fall leaves in the line through the window among them), its misses (measured before
+// the traffic stopped) and the rates of a period found but not followed, so the tick's need is
+// held to what each pool has (tick.ahead): no engine is ordered; the next interval with
+// arrivals decides. An aggregated pool's need is then also without the engines its
+// requests-held floor adds (holdNeed): the requests held drain on the engines that hold them.
+// A followed period's demand is measured (the rates a period ago), and ordering for it before
+// it arrives is what following it is for: on/off traffic whose off phases are silent (40 req/s
+// for 90 s, nothing for 120 s) was met by the engines ordered as each "on" arrived, 84.2%
+// (71.7% aggregated), where the period had foreseen it a lead time before (policy.md, "Traffic
+// that stops"); a scale-up at such a tick reports scale_up_foreseen (tick.idleForeseen).
 //
 // Only when the FPMs show every ready engine of each pool (reconcileFPMWorkers): a queue on
 // an engine that did not publish is not seen, so it is not read as none.

@@ -402,21 +402,22 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 			n = min(e, limit)
 		}
 	}
-	// What the engines really hold, within the batch kept; once a lead time of live traffic
-	// is observed, at most twice the engines the rate and the waits need (twice the ready pool
+	// What the engines really hold, within the batch kept; once a lead time of live traffic is
+	// observed, at most twice the engines the rate and the waits need (twice the ready pool
 	// bounds the excess wait's rule so). Past that, what they hold is the queue of a pool
 	// overloaded now, which engines ordered now, ready a startup later, find drained: an Azure
 	// code window at 1.8× held 44 requests on 2 engines whose SLA batch was 2, and the floor
 	// ordered 44 engines, held for minutes (6.75 GPU-hours where 8 static engines reach 96% at
 	// 3.42). Within the first lead time it is the only sign of a burst the forecast has not
 	// measured yet: a cold pool's 5 requests held at 5 s ordered the engines a burst at 90 s
-	// needed, and capped there that window fell from 97.1% to 92.8%. Past the first lead
-	// time, on calm arrivals, the engines the floor adds are not held once it stops asking
-	// for them (holdNeed), nor kept at an idle tick (tick.ahead): ordered for a queue, they find it drained (a 300 s sinusoid's cold
-	// first rise held 13 engines for a minute past its peak where its second rise, the
-	// period not yet followed, needed 8). On bursty arrivals the floor's engines are held
-	// like any other need: there the queue is a burst that comes back (without that hold,
-	// Azure code windows saved 2.6% of GPU-hours and lost 0.33 points of goodput).
+	// needed, and capped there that window fell from 97.1% to 92.8%. Past the first lead time,
+	// on calm arrivals, the engines the floor adds are not held once it stops asking for them
+	// (holdNeed), nor kept at an idle tick (tick.ahead): ordered for a queue, they find it
+	// drained (a 300 s sinusoid's cold first rise held 13 engines for a minute past its peak
+	// where its second rise, the period not yet followed, needed 8). On bursty arrivals the
+	// floor's engines are held like any other need: there the queue is a burst that comes back
+	// (without that hold, Azure code windows saved 2.6% of GPU-hours and lost 0.33 points of
+	// goodput).
 	held := t.aggConcurrency(lead)
 	heldNote := ""
 	if h := int(math.Ceil(held / keep)); h > n {
