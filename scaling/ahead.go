@@ -451,7 +451,7 @@ type Forecast struct {
 	wave float64
 	// Trusted says the forecast follows the period rather than the trend: the
 	// autocorrelation and the period's fit over its last period (seasonalFit) both reach
-	// aheadTrustedCorrelation.
+	// aheadTrustedCorrelation, and a bucket a period ago over the lead time was observed.
 	Trusted bool
 	// Rate is the demand the pools are sized for: the upper quantile of the forecast over
 	// the lead time, bursts within a bucket included.
@@ -689,6 +689,11 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
 			}
+		} else {
+			// None of the buckets a period ago over the lead time was observed (a gap in the
+			// traffic seen): the period says nothing of the rates to come, so the forecast is
+			// the trend's, with its misses and the holds of a period not followed.
+			f.Trusted = false
 		}
 	}
 	// A followed period adds its own misses (seasonalMiss); any other forecast, the upper

@@ -1164,6 +1164,29 @@ func TestAheadState_ForecastFollowsTrustedPeriod(t *testing.T) {
 	require.Greater(t, f.Rate, wave(1560+65), "the whole lead time is covered")
 }
 
+func TestAheadState_ForecastUnobservedPeriodAgoNotFollowed(t *testing.T) {
+	// A clean sinusoid whose buckets a period ago over the lead time went unobserved (a gap
+	// in the traffic seen): the period is still found, but it cannot say what comes, so the
+	// forecast is the trend's and the period is not followed.
+	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
+	a := AheadState{BucketS: 30}
+	feed(&a, 1560, wave)
+	period, _, _, ok := a.period()
+	require.True(t, ok)
+	last := len(a.Count) - 1
+	from, to := a.bucketsAhead(65)
+	for h := from; h <= to+1; h++ {
+		a.Count[last-period+h], a.Covered[last-period+h] = 0, 0
+	}
+	_, _, _, ok = a.period()
+	require.True(t, ok, "the period is still found")
+	f, ok := a.forecast(65, 5)
+	require.True(t, ok)
+	require.False(t, f.Trusted)
+	require.Zero(t, f.Seasonal)
+	require.GreaterOrEqual(t, f.Rate, f.Level, "the trend's forecast never goes under the level")
+}
+
 func TestPeakSince(t *testing.T) {
 	h := []Recommendation{{At: 10, Replicas: 5}, {At: 40, Replicas: 3}, {At: 60, Replicas: 2}}
 	tests := []struct {
