@@ -1,5 +1,7 @@
 package perf
 
+import "fmt"
+
 // FPMVersion is the current Forward Pass Metrics schema version (Dynamo's FPM_VERSION).
 const FPMVersion = 1
 
@@ -60,3 +62,58 @@ type QueuedRequests struct {
 // IsHeartbeat reports whether the message is an idle heartbeat (no work, wall time 0).
 // Heartbeats count as the latest state of an engine but are never regression samples.
 func (f *FPM) IsHeartbeat() bool { return f.WallTime == 0 }
+
+// Bounds on what one FPM may report. They are far past any engine — an iteration of an hour,
+// a trillion requests, a quadrillion tokens — and far below what makes the sums, products
+// and regressions the planner computes from them overflow float64 or int64: a message past
+// one is a broken publisher, not load.
+const (
+	// MaxFPMWallTime bounds an iteration's wall time (seconds).
+	MaxFPMWallTime = 3600
+	// MaxFPMRequests bounds each request count of an iteration, scheduled or queued.
+	MaxFPMRequests = 1 << 40
+	// MaxFPMTokens bounds each token sum of an iteration, scheduled or queued.
+	MaxFPMTokens = 1 << 50
+	// MaxFPMVariance bounds each length variance (tokens²): MaxFPMTokens squared.
+	MaxFPMVariance = float64(MaxFPMTokens) * MaxFPMTokens
+)
+
+// OutOfBounds names the first field of f past its bound (or negative, or not finite), with
+// its value: "" when every field is within them.
+func (f *FPM) OutOfBounds() string {
+	floats := [...]struct {
+		name    string
+		v, most float64
+	}{
+		{"wall_time", f.WallTime, MaxFPMWallTime},
+		{"scheduled var_prefill_length", f.Scheduled.VarPrefillLength, MaxFPMVariance},
+		{"scheduled var_decode_kv_tokens", f.Scheduled.VarDecodeKVTokens, MaxFPMVariance},
+		{"queued var_prefill_length", f.Queued.VarPrefillLength, MaxFPMVariance},
+		{"queued var_decode_kv_tokens", f.Queued.VarDecodeKVTokens, MaxFPMVariance},
+	}
+	for _, c := range floats {
+		if !(c.v >= 0 && c.v <= c.most) {
+			return fmt.Sprintf("%s %g (0..%g)", c.name, c.v, c.most)
+		}
+	}
+	ints := [...]struct {
+		name    string
+		v, most int64
+	}{
+		{"scheduled num_prefill_requests", f.Scheduled.NumPrefillRequests, MaxFPMRequests},
+		{"scheduled sum_prefill_tokens", f.Scheduled.SumPrefillTokens, MaxFPMTokens},
+		{"scheduled sum_prefill_kv_tokens", f.Scheduled.SumPrefillKVTokens, MaxFPMTokens},
+		{"scheduled num_decode_requests", f.Scheduled.NumDecodeRequests, MaxFPMRequests},
+		{"scheduled sum_decode_kv_tokens", f.Scheduled.SumDecodeKVTokens, MaxFPMTokens},
+		{"queued num_prefill_requests", f.Queued.NumPrefillRequests, MaxFPMRequests},
+		{"queued sum_prefill_tokens", f.Queued.SumPrefillTokens, MaxFPMTokens},
+		{"queued num_decode_requests", f.Queued.NumDecodeRequests, MaxFPMRequests},
+		{"queued sum_decode_kv_tokens", f.Queued.SumDecodeKVTokens, MaxFPMTokens},
+	}
+	for _, c := range ints {
+		if c.v < 0 || c.v > c.most {
+			return fmt.Sprintf("%s %d (0..%d)", c.name, c.v, c.most)
+		}
+	}
+	return ""
+}

@@ -1157,6 +1157,9 @@ func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int
 		return 0
 	}
 	a := rate * service
+	if math.IsNaN(a) || a >= float64(limit) {
+		return limit
+	}
 	c := max(1, int(math.Floor(a))+1)
 	for ; c < limit; c++ {
 		decay := (float64(c) - a) * slack / (service * (1 + cs2) / 2)
@@ -1165,6 +1168,24 @@ func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int
 		}
 	}
 	return min(c, limit)
+}
+
+// aheadMaxEngines bounds every pool the ahead policy sizes when no GPU budget bounds it.
+const aheadMaxEngines = 1 << 16
+
+// engineCount is ⌈x⌉ as a count of engines, at most limit: a count past limit, an infinite
+// one or NaN (what absurd observations — a rate of 10³⁰⁰ req/s, an engine model that learned
+// hour-long passes — make of the sizing's ratios) is limit, never the negative count the
+// conversion of a float64 past int64 gives, which would read as no demand at all; 0 and
+// below is 0.
+func engineCount(x float64, limit int) int {
+	switch {
+	case math.IsNaN(x) || x >= float64(limit):
+		return limit
+	case x <= 0:
+		return 0
+	}
+	return int(math.Ceil(x))
 }
 
 // AheadBucket is the history's bucket width for a startup delay and an interval: half the
@@ -1230,6 +1251,9 @@ func (t *tick) ahead() Decision {
 	switch {
 	case tr == nil || tr.NumReq == nil || !finite(*tr.NumReq) || *tr.NumReq < 0 || !(tr.DurationS > 0) || math.IsInf(tr.DurationS, 0):
 		return hold(ReasonNoTrafficData, "traffic unreadable: holding (never read as zero demand)")
+	case *tr.NumReq/tr.DurationS > aheadMaxRequestRate:
+		return hold(ReasonNoTrafficData, fmt.Sprintf("traffic unreadable: %.3g requests in %.3g s is past %.0e req/s, more than any deployment serves (a broken counter or query): holding",
+			*tr.NumReq, tr.DurationS, aheadMaxRequestRate))
 	}
 	isl, osl, ok := t.aheadLengths(tr)
 	if !ok {
@@ -1405,7 +1429,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	if t.p.cfg.Mode == config.ModeAgg {
 		return t.aheadAggSize(f, lead) // ahead_agg.go
 	}
-	limit := 1 << 16
+	limit := aheadMaxEngines
 	if g := t.gpuCost(c); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
 	}
@@ -1444,7 +1468,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		slack := t.p.cfg.TTFTMs/1000 - service
 		var n int
 		if slack <= 0 {
-			n = int(math.Ceil(rate * service / 0.7))
+			n = engineCount(rate*service/0.7, limit)
 			t.diag.EngineRPSPrefill = ptr(0.7 / service)
 			return min(n, limit), fmt.Sprintf("prefill %d (a %.0f-token prompt takes %.0f ms, over the TTFT SLA: sized at 70%% utilisation)", n, f.ISL, service*1000), true
 		}
@@ -1453,7 +1477,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 		excess := t.learnExcessWait(f, service, cs2, f.ISL)
 		// The burst's share of one engine waits about twice the mean excess wait; at most
 		// twice the ready pool per decision, should the latency not be the load's.
-		if b := min(int(math.Ceil(2*aheadBurstTail*excess/slack)), 2*max(1, t.current(Prefill))); b > n && rate > 0 {
+		if b := min(engineCount(2*aheadBurstTail*excess/slack, limit), 2*max(1, t.current(Prefill))); b > n && rate > 0 {
 			n = min(b, limit)
 		}
 		if n > 0 {
@@ -1534,7 +1558,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// each engine keeps under its SLA batch on its own (engineSpreadBatch: measured so, not
 	// with the pool's spread).
 	held := t.observeConcurrency(m, ctx, lead)
-	if m := int(math.Ceil(held / engineSpreadBatch(b, z))); m > n {
+	if m := engineCount(held/engineSpreadBatch(b, z), limit); m > n {
 		n, kept = m, false
 	}
 	spare := ""
@@ -1587,9 +1611,9 @@ func pooledBatch(b, load, z float64) float64 {
 // 92.7% at 22, 31.9% at 25 — so a demand at the edge of n engines is not taken down to n,
 // where the next burst goes past it; a scale-up goes to the rate's count.
 func decodeEngines(rate, perEngine float64, cur int) (n, byRate int) {
-	byRate = int(math.Ceil(rate / perEngine))
+	byRate = engineCount(rate/perEngine, aheadMaxEngines)
 	if byRate < cur {
-		return max(byRate, min(cur, int(math.Ceil(rate/(perEngine*(1-aheadDecodeDownSpare)))))), byRate
+		return max(byRate, min(cur, engineCount(rate/(perEngine*(1-aheadDecodeDownSpare)), aheadMaxEngines))), byRate
 	}
 	return byRate, byRate
 }

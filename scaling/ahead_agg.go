@@ -269,7 +269,7 @@ func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2, mis
 	if !(perEngine > 0) || !finite(perEngine) {
 		return 0, 0, false
 	}
-	n = int(math.Min(float64(limit), math.Ceil(rate/perEngine)))
+	n = engineCount(rate/perEngine, limit)
 	for n = max(1, n); ; n++ {
 		b := aggBatchAt(s, pass, rate/float64(n), keep)
 		service, ok = s.service(pass, b)
@@ -280,7 +280,7 @@ func aggEngines(s aggShape, pass passFunc, rate, perEngine, keep, ttft, cs2, mis
 		var m int
 		if slack <= 0 {
 			// A prompt alone breaks the TTFT SLA: keep the prefill under 70% of the pool.
-			m = int(math.Ceil(math.Min(float64(limit), rate*service/0.7)))
+			m = engineCount(rate*service/0.7, limit)
 		} else {
 			m = prefillEngines(rate, service, slack, cs2, missShare, limit)
 		}
@@ -303,7 +303,7 @@ func (t *tick) promptPool() Component {
 // aheadAggSize is the engines the aggregated pool needs for the forecast plus its queued
 // backlog (cleared over the lead time).
 func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
-	limit := 1 << 16
+	limit := aheadMaxEngines
 	if g := t.gpuCost(Decode); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
 		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
 	}
@@ -398,7 +398,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	// The burst's share of one engine waits about twice the mean excess wait; at most twice
 	// the ready pool per decision, should the latency not be the load's.
 	if slack := t.p.cfg.TTFTMs/1000 - service; slack > 0 && rate > 0 {
-		if e := min(int(math.Ceil(2*aheadBurstTail*excess/slack)), 2*max(1, ready)); e > n {
+		if e := min(engineCount(2*aheadBurstTail*excess/slack, limit), 2*max(1, ready)); e > n {
 			n = min(e, limit)
 		}
 	}
@@ -420,7 +420,7 @@ func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	// goodput).
 	held := t.aggConcurrency(lead)
 	heldNote := ""
-	if h := int(math.Ceil(held / keep)); h > n {
+	if h := engineCount(held/keep, aheadMaxEngines); h > n {
 		live := t.liveSeconds()
 		if top := 2 * max(1, n); h > top {
 			if live >= lead {

@@ -20,6 +20,14 @@ const (
 	// aheadShownDecay is how fast a demonstrated decode batch is forgotten, per interval
 	// (halves in about 350 intervals): engines that became slower stop vouching for it.
 	aheadShownDecay = 0.002
+	// aheadMaxRequestRate bounds the request rate a traffic window may report (req/s): far
+	// past any deployment (every pool at config.MaxReplicas engines serving thousands of
+	// requests a second each), and far below what makes the history's sums overflow. A rate
+	// past it is a broken counter or query, read as unreadable traffic: the tick holds.
+	aheadMaxRequestRate = 1e8
+	// aheadMaxLength bounds a window's mean ISL or OSL (tokens): past it, the length is read
+	// as unobserved, as a missing one (the recent means stand in).
+	aheadMaxLength = 1e9
 )
 
 // ShownBatch is a decode iteration an engine ran within the ITL SLA: N requests holding KV
@@ -192,7 +200,7 @@ func (t *tick) aheadLengths(tr *TrafficObservation) (isl, osl float64, ok bool) 
 	if *tr.NumReq == 0 {
 		return 0, 0, true
 	}
-	good := func(v *float64) bool { return v != nil && finite(*v) && *v >= 0 }
+	good := func(v *float64) bool { return v != nil && finite(*v) && *v >= 0 && *v <= aheadMaxLength }
 	var hi, ho float64
 	known := false
 	if n, i, o, _ := t.st.Ahead.recent(aheadLengthSeconds); n > 0 {

@@ -49,6 +49,8 @@ func TestPrefillEngines(t *testing.T) {
 	require.LessOrEqual(t, prefillEngines(45, 0.062, 0.5, 1, aheadWaitMissShare, 100), det, "more slack never needs more engines")
 	require.GreaterOrEqual(t, prefillEngines(90, 0.062, 0.138, 0, aheadWaitMissShare, 100), 2*det-1, "twice the demand needs about twice the engines")
 	require.Equal(t, 7, prefillEngines(1e6, 0.062, 0.138, 1, aheadWaitMissShare, 7), "the limit bounds the search")
+	require.Equal(t, 7, prefillEngines(1e300, 1e10, 0.138, 1, aheadWaitMissShare, 7), "a load past float64's integers is the limit")
+	require.Equal(t, 7, prefillEngines(math.Inf(1), 0.062, 0.138, 1, aheadWaitMissShare, 7), "an infinite rate is the limit")
 	require.LessOrEqual(t, prefillEngines(45, 0.062, 0.138, 0, aheadForeseenWaitMissShare, 100), det, "letting more wait never needs more engines")
 	require.Less(t, prefillEngines(25, 0.058, 0.142, 0, aheadForeseenWaitMissShare, 100), prefillEngines(25, 0.058, 0.142, 0, aheadWaitMissShare, 100),
 		"rr-5-45's mid-rise: 2 engines let 3.5% wait past the slack")
@@ -1894,6 +1896,20 @@ func TestAhead_DecodeContextHeld(t *testing.T) {
 
 // TestDecodeEngines: a decode scale-down leaves 10% of the engines' rate spare; a scale-up
 // goes to the rate's count.
+func TestEngineCount(t *testing.T) {
+	tests := []struct {
+		x    float64
+		want int
+	}{
+		{0, 0}, {-3, 0}, {math.Inf(-1), 0}, {1e-9, 1}, {2, 2}, {2.1, 3}, {99.5, 100}, {100, 100},
+		{100.5, 100}, {1e300, 100}, {math.Inf(1), 100}, {math.NaN(), 100},
+		{float64(math.MaxInt64) * 4, 100}, // int(x) would be negative on amd64
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, engineCount(tc.x, 100), "x %v", tc.x)
+	}
+}
+
 func TestDecodeEngines(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -1910,6 +1926,7 @@ func TestDecodeEngines(t *testing.T) {
 		{"down from 5: 3.9 engines' rate needs 4.33 at 90%", 39, 5, 5, true},
 		{"down from 6: 3.9 engines' rate, 5 at 90%", 39, 6, 5, true},
 		{"no demand", 0, 3, 0, false},
+		{"a rate past any pool: the bound, not an overflowed negative count", 1e300, 3, aheadMaxEngines, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1918,6 +1935,8 @@ func TestDecodeEngines(t *testing.T) {
 			require.Equal(t, tc.wantKept, n > byRate)
 		})
 	}
+	n, _ := decodeEngines(1e10, 1e-300, 3)
+	require.Equal(t, aheadMaxEngines, n, "an engine model that serves next to nothing per engine")
 }
 
 // TestPooledBatch: the decode pool keeps its Poisson spread under the engines' SLA batches

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	"github.com/llmplanner/planner/config"
@@ -447,6 +448,11 @@ func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, erro
 	}
 	next := st.Clone()
 	diag := Diagnostics{At: in.Now}
+	var dropped string
+	in.FPM, dropped = boundedFPMs(in.FPM)
+	if dropped != "" {
+		diag.note(dropped)
+	}
 	t := &tick{p: p, st: &next, in: in, diag: &diag, caps: in.Capabilities}
 	if err := t.restoreModels(); err != nil {
 		return st, Decision{}, Diagnostics{}, err
@@ -497,7 +503,95 @@ func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, erro
 	diag.Decision = final
 	diag.NextTickAt = p.NextTick(next).At
 	diag.ThroughputLowerBoundPrefill, diag.ThroughputLowerBoundDecode = next.LowerBoundPrefill, next.LowerBoundDecode
+	// The workflow carries the state and the diagnostics as JSON (its history, queries and
+	// Continue-As-New), where a NaN or an infinity does not encode: one would fail every
+	// workflow task after it. No computation should make one; if one does, the tick fails
+	// (it holds, the state as it was) and says where, rather than wedge the workflow.
+	if where := nonFinite(reflect.ValueOf(next), "state"); where != "" {
+		return st, Decision{}, Diagnostics{}, fmt.Errorf("scaling: the tick computed a value JSON cannot carry (%s): holding, the state unchanged", where)
+	}
+	if where := nonFinite(reflect.ValueOf(diag), "diagnostics"); where != "" {
+		return st, Decision{}, Diagnostics{}, fmt.Errorf("scaling: the tick computed a value JSON cannot carry (%s): holding, the state unchanged", where)
+	}
 	return next, final, diag, nil
+}
+
+// nonFinite is the path of the first NaN or infinite float64 within v (structs, pointers,
+// slices and arrays; maps are not walked: State and Diagnostics hold none), prefixed with
+// root, or "" when there is none. The path is built only for what it finds.
+func nonFinite(v reflect.Value, root string) string {
+	if where, ok := findNonFinite(v); ok {
+		return root + where
+	}
+	return ""
+}
+
+func findNonFinite(v reflect.Value) (string, bool) {
+	switch v.Kind() {
+	case reflect.Float64, reflect.Float32:
+		if f := v.Float(); !finite(f) {
+			return fmt.Sprintf(" = %v", f), true
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return findNonFinite(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if w, ok := findNonFinite(v.Field(i)); ok {
+				return "." + v.Type().Field(i).Name + w, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if k := v.Type().Elem().Kind(); k == reflect.Int || k == reflect.Int64 || k == reflect.Bool || k == reflect.String {
+			return "", false // nothing to look at
+		}
+		for i := range v.Len() {
+			if w, ok := findNonFinite(v.Index(i)); ok {
+				return fmt.Sprintf("[%d]%s", i, w), true
+			}
+		}
+	}
+	return "", false
+}
+
+// boundedFPMs is o without the FPMs past the bounds of what an engine reports
+// (perf.FPM.OutOfBounds: a broken publisher, not load), and a note naming how many were
+// left out and the first one's field ("" when none). A pool whose FPMs were left out then
+// reports from fewer workers than it has, which the loops read as FPMs not to decide from.
+func boundedFPMs(o *FPMObservations) (*FPMObservations, string) {
+	if o == nil {
+		return nil, ""
+	}
+	dropped, first := 0, ""
+	keep := func(fs []perf.FPM) []perf.FPM {
+		var out []perf.FPM // nil until one is left out: then the ones kept
+		for i := range fs {
+			if why := fs[i].OutOfBounds(); why != "" {
+				if dropped == 0 {
+					first = fmt.Sprintf("worker %.64q rank %d: %s", fs[i].WorkerID, fs[i].DPRank, why)
+				}
+				dropped++
+				if out == nil {
+					out = make([]perf.FPM, i, len(fs))
+					copy(out, fs[:i])
+				}
+				continue
+			}
+			if out != nil {
+				out = append(out, fs[i])
+			}
+		}
+		if out == nil {
+			return fs
+		}
+		return out
+	}
+	b := FPMObservations{Prefill: keep(o.Prefill), Decode: keep(o.Decode), PrefillSamples: keep(o.PrefillSamples), DecodeSamples: keep(o.DecodeSamples)}
+	if dropped == 0 {
+		return o, ""
+	}
+	return &b, fmt.Sprintf("left out %d FPMs past what an engine reports (the first: %s): a broken publisher, not load", dropped, first)
 }
 
 func (t *tick) restoreModels() error {
