@@ -689,11 +689,18 @@ func (a *AheadState) forecast(lead, interval float64) (Forecast, bool) {
 			} else {
 				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
 			}
-		} else {
+		} else if f.Trusted {
 			// None of the buckets a period ago over the lead time was observed (a gap in the
 			// traffic seen): the period says nothing of the rates to come, so the forecast is
-			// the trend's, with its misses and the holds of a period not followed.
+			// the trend's, with its misses and the holds of a period not followed — and, as
+			// for one, the bucket after them bounds it from below when it was observed (a
+			// followed period on steady arrivals did not look at it).
+			foreseen := f.foreseen()
 			f.Trusted = false
+			if r := a.rate(last - period + to + 1); foreseen && !math.IsNaN(r) {
+				f.Seasonal = r * scale
+				f.Rate = math.Max(f.Rate, f.Seasonal+margin)
+			}
 		}
 	}
 	// A followed period adds its own misses (seasonalMiss); any other forecast, the upper
@@ -1170,8 +1177,10 @@ func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int
 	return min(c, limit)
 }
 
-// aheadMaxEngines bounds every pool the ahead policy sizes when no GPU budget bounds it.
-const aheadMaxEngines = 1 << 16
+// aheadMaxEngines bounds every pool the ahead policy sizes when no GPU budget bounds it: the
+// replica count a connector or an acknowledgement may report (config.MaxReplicas), so that
+// the planner never orders a pool it could not then read back.
+const aheadMaxEngines = config.MaxReplicas
 
 // engineCount is ⌈x⌉ as a count of engines, at most limit: a count past limit, an infinite
 // one or NaN (what absurd observations — a rate of 10³⁰⁰ req/s, an engine model that learned
@@ -1251,6 +1260,9 @@ func (t *tick) ahead() Decision {
 	switch {
 	case tr == nil || tr.NumReq == nil || !finite(*tr.NumReq) || *tr.NumReq < 0 || !(tr.DurationS > 0) || math.IsInf(tr.DurationS, 0):
 		return hold(ReasonNoTrafficData, "traffic unreadable: holding (never read as zero demand)")
+	case tr.DurationS < aheadMinWindowSeconds || tr.DurationS > config.MaxIntervalSeconds:
+		return hold(ReasonNoTrafficData, fmt.Sprintf("traffic unreadable: a window of %.3g s, outside %g..%d s: holding",
+			tr.DurationS, aheadMinWindowSeconds, config.MaxIntervalSeconds))
 	case *tr.NumReq/tr.DurationS > aheadMaxRequestRate:
 		return hold(ReasonNoTrafficData, fmt.Sprintf("traffic unreadable: %.3g requests in %.3g s is past %.0e req/s, more than any deployment serves (a broken counter or query): holding",
 			*tr.NumReq, tr.DurationS, aheadMaxRequestRate))
@@ -1570,7 +1582,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	// stays perRequest seconds per unit of batch).
 	if ready := t.current(Decode); ready > 0 && f.Level > 0 {
 		batch := f.Level * perRequest / float64(ready)
-		q := perf.FPM{Scheduled: perf.ScheduledRequests{NumDecodeRequests: int64(math.Ceil(batch)), SumDecodeKVTokens: int64(math.Ceil(batch * ctx))}}
+		q := perf.FPM{Scheduled: perf.ScheduledRequests{NumDecodeRequests: clampCount(batch), SumDecodeKVTokens: clampCount(batch * ctx)}}
 		if itl, ok := m.ScheduledDecodeITL(&q, perf.DecodeQuery{DecodeScale: 1}); ok {
 			t.diag.EstimatedITLMs = ptr(itl / t.acceptLength() * 1000)
 		}

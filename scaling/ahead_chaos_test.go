@@ -235,6 +235,7 @@ func TestAhead_TrafficPastTheBoundsHolds(t *testing.T) {
 	in.Traffic.ISL = ptr(1e300)
 	_, _, diag, err = p.Decide(next, in)
 	require.NoError(t, err)
+	require.Contains(t, fmt.Sprint(diag.Notes), "a mean ISL of 1e+300 tokens is past 1e+09")
 	require.Contains(t, fmt.Sprint(diag.Notes), "their ISL or OSL not observed yet", "the recent means stand in")
 }
 
@@ -291,4 +292,53 @@ func TestNonFinite(t *testing.T) {
 	// workflow a state JSON cannot carry.
 	_, _, _, err := p.Decide(st, aheadInput(p.NextTick(st).At, 1, 1, 1, 1, 20))
 	require.ErrorContains(t, err, "the tick computed a value JSON cannot carry (state.Ahead.ExcessWait = +Inf)")
+}
+
+// TestDecide_TargetsWithinMaxReplicas: Dynamo's throughput loop sizes a request count no
+// deployment serves past config.MaxReplicas (its ceilings saturate at 2³⁰); the target is
+// capped there, with a note, since no connector reports a pool larger than that.
+func TestDecide_TargetsWithinMaxReplicas(t *testing.T) {
+	prof, err := perf.LoadProfile("../sim/engine/testdata")
+	require.NoError(t, err)
+	cfg := slaConfig(func(c *config.Config) {
+		c.MaxGPUBudget, c.EnableThroughputScaling, c.EnableLoadScaling = -1, true, false
+		c.MaxThroughputScalingReplicas = config.MaxReplicas // the cap on a change: 2 + 4096 is past it
+	})
+	require.NoError(t, cfg.Validate())
+	p, err := New(cfg, prof)
+	require.NoError(t, err)
+	st := mustInit(t, p, 0, ProfileBootstrap(prof, cfg.Mode))
+	var dec Decision
+	var diag Diagnostics
+	for range 100 { // up to the first throughput tick
+		in := Input{Now: p.NextTick(st).At, Workers: counts(2, 2), Traffic: traffic(float64(cfg.ThroughputAdjustmentIntervalSeconds), 1e13, 3000, 300),
+			Capabilities: WorkerCapabilities{Prefill: &EngineCapabilities{NumGPU: 1}, Decode: &EngineCapabilities{NumGPU: 1}}}
+		st, dec, diag, err = p.Decide(st, in)
+		require.NoError(t, err)
+		if diag.RanThroughput {
+			break
+		}
+	}
+	require.True(t, diag.RanThroughput)
+	require.NotNil(t, dec.Prefill, "%v", diag.Notes)
+	require.NotNil(t, dec.Decode, "%v", diag.Notes)
+	require.Equal(t, config.MaxReplicas, *dec.Prefill, "%v", diag.Notes)
+	require.Equal(t, config.MaxReplicas, *dec.Decode, "%v", diag.Notes)
+	require.Contains(t, fmt.Sprint(diag.Notes), "capped at 4096, the most replicas a pool may report")
+}
+
+// TestAhead_TrafficWindowOutsideItsBounds: a window of a nanosecond or of a year is
+// unreadable (a rate over it, or its place in the history, would be absurd): the tick holds.
+func TestAhead_TrafficWindowOutsideItsBounds(t *testing.T) {
+	p, st := aheadPlanner(t)
+	for _, dur := range []float64{1e-9, 1e300} {
+		in := aheadInput(p.NextTick(st).At, 2, 2, 2, 2, 0)
+		in.Traffic = traffic(dur, 0, 0, 0)
+		next, dec, diag, err := p.Decide(st, in)
+		require.NoError(t, err)
+		require.True(t, dec.Empty())
+		require.Equal(t, ReasonNoTrafficData, diag.LoadReason, "%v", diag.Notes)
+		require.Contains(t, fmt.Sprint(diag.Notes), "traffic unreadable: a window of")
+		require.Empty(t, next.Ahead.Count)
+	}
 }

@@ -28,6 +28,10 @@ const (
 	// aheadMaxLength bounds a window's mean ISL or OSL (tokens): past it, the length is read
 	// as unobserved, as a missing one (the recent means stand in).
 	aheadMaxLength = 1e9
+	// aheadMinWindowSeconds is the shortest traffic window read (the planner asks for one
+	// interval, of at least a second): a shorter one is unreadable, as is one over
+	// config.MaxIntervalSeconds.
+	aheadMinWindowSeconds = 1e-3
 )
 
 // ShownBatch is a decode iteration an engine ran within the ITL SLA: N requests holding KV
@@ -201,6 +205,14 @@ func (t *tick) aheadLengths(tr *TrafficObservation) (isl, osl float64, ok bool) 
 		return 0, 0, true
 	}
 	good := func(v *float64) bool { return v != nil && finite(*v) && *v >= 0 && *v <= aheadMaxLength }
+	for _, l := range []struct {
+		name string
+		v    *float64
+	}{{"ISL", tr.ISL}, {"OSL", tr.OSL}} {
+		if l.v != nil && finite(*l.v) && *l.v > aheadMaxLength {
+			t.diag.note(fmt.Sprintf("ahead: a mean %s of %.3g tokens is past %.0e, longer than any prompt or output (a broken query): read as not observed", l.name, *l.v, aheadMaxLength))
+		}
+	}
 	var hi, ho float64
 	known := false
 	if n, i, o, _ := t.st.Ahead.recent(aheadLengthSeconds); n > 0 {

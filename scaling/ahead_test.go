@@ -1187,6 +1187,22 @@ func TestAheadState_ForecastUnobservedPeriodAgoNotFollowed(t *testing.T) {
 	require.False(t, f.Trusted)
 	require.Zero(t, f.Seasonal)
 	require.GreaterOrEqual(t, f.Rate, f.Level, "the trend's forecast never goes under the level")
+
+	// The lead time's buckets a period ago unobserved, the one after them observed: a
+	// period not followed reads that one too, which bounds the forecast from below.
+	b := AheadState{BucketS: 30}
+	feed(&b, 1560, wave)
+	g, ok := b.forecast(65, 5)
+	require.True(t, ok)
+	require.True(t, g.foreseen(), "followed on steady arrivals: the extra bucket is not read")
+	for h := from; h <= to; h++ {
+		b.Count[last-period+h], b.Covered[last-period+h] = 0, 0
+	}
+	g, ok = b.forecast(65, 5)
+	require.True(t, ok)
+	require.False(t, g.Trusted)
+	require.Greater(t, g.Seasonal, 0.0, "the bucket after the lead time's, a period ago")
+	require.GreaterOrEqual(t, g.Rate, g.Seasonal)
 }
 
 func TestPeakSince(t *testing.T) {
@@ -1894,8 +1910,8 @@ func TestAhead_DecodeContextHeld(t *testing.T) {
 	require.InDelta(t, perEngine(nil), perEngine([]perf.FPM{state(20000)}), 1e-9, "a shorter context held than ISL + OSL/2 changes nothing")
 }
 
-// TestDecodeEngines: a decode scale-down leaves 10% of the engines' rate spare; a scale-up
-// goes to the rate's count.
+// TestEngineCount: a count of engines is ⌈x⌉ up to the bound; past it, infinite or NaN, the
+// bound; never negative.
 func TestEngineCount(t *testing.T) {
 	tests := []struct {
 		x    float64
@@ -1910,6 +1926,8 @@ func TestEngineCount(t *testing.T) {
 	}
 }
 
+// TestDecodeEngines: a decode scale-down leaves 10% of the engines' rate spare; a scale-up
+// goes to the rate's count.
 func TestDecodeEngines(t *testing.T) {
 	tests := []struct {
 		name      string

@@ -440,8 +440,10 @@ type tick struct {
 // Decide runs the loops due at in.Now on state st and returns the next state, the decision
 // (absolute targets; empty to hold) and the tick's diagnostics. It is pure: the same state
 // and input always give the same result, and st is not modified. An error means the state
-// itself is unusable (e.g. corrupted); bad or missing observations are never errors — they
-// hold the current replicas and say why in the diagnostics.
+// itself is unusable (e.g. corrupted), or that the tick computed a value the state or the
+// diagnostics cannot carry as JSON (a NaN or an infinity: a defect, which it names); bad or
+// missing observations are otherwise never errors — they hold the current replicas and say
+// why in the diagnostics. No target is over config.MaxReplicas.
 func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, error) {
 	if st.Version != StateVersion {
 		return st, Decision{}, Diagnostics{}, fmt.Errorf("scaling: state version %d, this planner reads %d", st.Version, StateVersion)
@@ -499,6 +501,21 @@ func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, erro
 	}
 	if runThr {
 		next.NextThroughputAt = ptr(in.Now + p.thrI)
+	}
+	// No target past what a pool may report (connectors and acknowledgements refuse counts
+	// over config.MaxReplicas): one ordered there could not be read back.
+	for _, c := range []struct {
+		name   string
+		target **int
+		ready  int
+	}{{"prefill", &final.Prefill, t.readyP}, {"decode", &final.Decode, t.readyD}} {
+		if *c.target != nil && **c.target > config.MaxReplicas {
+			diag.note(fmt.Sprintf("%s target %d capped at %d, the most replicas a pool may report", c.name, **c.target, config.MaxReplicas))
+			*c.target = ptr(config.MaxReplicas)
+			if c.ready == config.MaxReplicas {
+				*c.target = nil
+			}
+		}
 	}
 	diag.Decision = final
 	diag.NextTickAt = p.NextTick(next).At
@@ -591,7 +608,8 @@ func boundedFPMs(o *FPMObservations) (*FPMObservations, string) {
 		}
 		return out
 	}
-	b := FPMObservations{Prefill: keep(o.Prefill), Decode: keep(o.Decode), PrefillSamples: keep(o.PrefillSamples), DecodeSamples: keep(o.DecodeSamples)}
+	b := *o
+	b.Prefill, b.Decode, b.PrefillSamples, b.DecodeSamples = keep(o.Prefill), keep(o.Decode), keep(o.PrefillSamples), keep(o.DecodeSamples)
 	if dropped == 0 {
 		return o, ""
 	}
