@@ -1177,7 +1177,7 @@ func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int
 	return min(c, limit)
 }
 
-// aheadMaxEngines bounds every pool the ahead policy sizes when no GPU budget bounds it: the
+// aheadMaxEngines bounds every pool the ahead policy sizes, under a GPU budget or not: the
 // replica count a connector or an acknowledgement may report (config.MaxReplicas), so that
 // the planner never orders a pool it could not then read back.
 const aheadMaxEngines = config.MaxReplicas
@@ -1443,7 +1443,7 @@ func (t *tick) aheadSize(c Component, f Forecast, lead float64) (int, string, bo
 	}
 	limit := aheadMaxEngines
 	if g := t.gpuCost(c); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
-		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
+		limit = min(aheadMaxEngines, max(1, t.p.cfg.MaxGPUBudget/g+1))
 	}
 	kv := t.kvHitRate()
 	var backlog float64 // prefill: queued prompt tokens; decode: preempted requests

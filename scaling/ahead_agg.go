@@ -305,7 +305,7 @@ func (t *tick) promptPool() Component {
 func (t *tick) aheadAggSize(f Forecast, lead float64) (int, string, bool) {
 	limit := aheadMaxEngines
 	if g := t.gpuCost(Decode); g > 0 && t.p.cfg.MaxGPUBudget >= 0 {
-		limit = max(1, t.p.cfg.MaxGPUBudget/g+1)
+		limit = min(aheadMaxEngines, max(1, t.p.cfg.MaxGPUBudget/g+1))
 	}
 	backlogTokens, backlogReqs := t.queuedPromptTokens(), 0.0
 	for _, s := range t.stats(Decode) {

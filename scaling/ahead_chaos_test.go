@@ -325,6 +325,38 @@ func TestDecide_TargetsWithinMaxReplicas(t *testing.T) {
 	require.Equal(t, config.MaxReplicas, *dec.Prefill, "%v", diag.Notes)
 	require.Equal(t, config.MaxReplicas, *dec.Decode, "%v", diag.Notes)
 	require.Contains(t, fmt.Sprint(diag.Notes), "capped at 4096, the most replicas a pool may report")
+
+	// A pool already there is not ordered again (nor, at a count past it, down to it).
+	for range 100 {
+		in := Input{Now: p.NextTick(st).At, Workers: counts(config.MaxReplicas, config.MaxReplicas), Traffic: traffic(float64(cfg.ThroughputAdjustmentIntervalSeconds), 1e13, 3000, 300),
+			Capabilities: WorkerCapabilities{Prefill: &EngineCapabilities{NumGPU: 1}, Decode: &EngineCapabilities{NumGPU: 1}}}
+		st, dec, diag, err = p.Decide(st, in)
+		require.NoError(t, err)
+		if diag.RanThroughput {
+			break
+		}
+	}
+	require.True(t, diag.RanThroughput)
+	require.True(t, dec.Empty(), "%v", diag.Notes)
+	require.Contains(t, fmt.Sprint(diag.Notes), "not ordered: the pool is at 4096")
+}
+
+// TestAhead_BoundUnderALargeBudget: a GPU budget of more GPUs than 4,096 engines hold does
+// not raise the ahead policy's bound past config.MaxReplicas.
+func TestAhead_BoundUnderALargeBudget(t *testing.T) {
+	p, st := aheadPlannerWith(t, func(c *config.Config) {
+		c.MaxGPUBudget = 20000
+		c.PrefillEngineNumGPU, c.DecodeEngineNumGPU = ptr(1), ptr(1)
+	})
+	in := aheadInput(p.NextTick(st).At, 2, 2, 2, 2, 0)
+	in.Traffic = traffic(5, 2.5e8, 3000, 300)
+	_, dec, diag, err := p.Decide(st, in)
+	require.NoError(t, err)
+	require.NotNil(t, dec.Prefill, "%v", diag.Notes)
+	require.NotNil(t, dec.Decode, "%v", diag.Notes)
+	require.LessOrEqual(t, *dec.Prefill, config.MaxReplicas)
+	require.LessOrEqual(t, *dec.Decode, config.MaxReplicas)
+	require.NotContains(t, fmt.Sprint(diag.Notes), "capped at", "sized within the bound, not capped after")
 }
 
 // TestAhead_TrafficWindowOutsideItsBounds: a window of a nanosecond or of a year is

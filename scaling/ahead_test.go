@@ -1167,9 +1167,11 @@ func TestAheadState_ForecastFollowsTrustedPeriod(t *testing.T) {
 }
 
 func TestAheadState_ForecastUnobservedPeriodAgoNotFollowed(t *testing.T) {
-	// A clean sinusoid whose buckets a period ago over the lead time went unobserved (a gap
-	// in the traffic seen): the period is still found, but it cannot say what comes, so the
-	// forecast is the trend's and the period is not followed.
+	// A clean sinusoid whose buckets a period ago over the lead time, and the one after them,
+	// went unobserved (a gap in the traffic seen): the period is still found, but it cannot
+	// say what comes, so the forecast is the trend's and the period is not followed. With
+	// the one after them observed, that one bounds the forecast, as for a period not
+	// followed.
 	wave := func(t float64) float64 { return 25 - 20*math.Cos(2*math.Pi*t/600) }
 	a := AheadState{BucketS: 30}
 	feed(&a, 1560, wave)
@@ -1198,6 +1200,14 @@ func TestAheadState_ForecastUnobservedPeriodAgoNotFollowed(t *testing.T) {
 	for h := from; h <= to; h++ {
 		b.Count[last-period+h], b.Covered[last-period+h] = 0, 0
 	}
+	// Still trusted on its correlation and fit, and calm: only the unobserved buckets stop
+	// it being followed.
+	lag, acf, pairs, ok := b.period()
+	require.True(t, ok)
+	require.Equal(t, period, lag)
+	require.GreaterOrEqual(t, correlationLowerBound(acf, pairs), aheadTrustedCorrelation)
+	_, recent := b.seasonalFit(period, 1)
+	require.GreaterOrEqual(t, recent, aheadTrustedCorrelation)
 	g, ok = b.forecast(65, 5)
 	require.True(t, ok)
 	require.False(t, g.Trusted)

@@ -510,11 +510,13 @@ func (p *Planner) Decide(st State, in Input) (State, Decision, Diagnostics, erro
 		ready  int
 	}{{"prefill", &final.Prefill, t.readyP}, {"decode", &final.Decode, t.readyD}} {
 		if *c.target != nil && **c.target > config.MaxReplicas {
+			if c.ready >= config.MaxReplicas {
+				diag.note(fmt.Sprintf("%s target %d not ordered: the pool is at %d, the most replicas a pool may report", c.name, **c.target, config.MaxReplicas))
+				*c.target = nil
+				continue
+			}
 			diag.note(fmt.Sprintf("%s target %d capped at %d, the most replicas a pool may report", c.name, **c.target, config.MaxReplicas))
 			*c.target = ptr(config.MaxReplicas)
-			if c.ready == config.MaxReplicas {
-				*c.target = nil
-			}
 		}
 	}
 	diag.Decision = final
