@@ -308,18 +308,21 @@ func TestDecide_TargetsWithinMaxReplicas(t *testing.T) {
 	p, err := New(cfg, prof)
 	require.NoError(t, err)
 	st := mustInit(t, p, 0, ProfileBootstrap(prof, cfg.Mode))
-	var dec Decision
-	var diag Diagnostics
-	for range 100 { // up to the first throughput tick
-		in := Input{Now: p.NextTick(st).At, Workers: counts(2, 2), Traffic: traffic(float64(cfg.ThroughputAdjustmentIntervalSeconds), 1e13, 3000, 300),
-			Capabilities: WorkerCapabilities{Prefill: &EngineCapabilities{NumGPU: 1}, Decode: &EngineCapabilities{NumGPU: 1}}}
-		st, dec, diag, err = p.Decide(st, in)
-		require.NoError(t, err)
-		if diag.RanThroughput {
-			break
+	// throughputTick runs ticks on pools of ready engines up to the next throughput tick.
+	throughputTick := func(ready int) (Decision, Diagnostics) {
+		for range 100 {
+			in := Input{Now: p.NextTick(st).At, Workers: counts(ready, ready), Traffic: traffic(float64(cfg.ThroughputAdjustmentIntervalSeconds), 1e13, 3000, 300),
+				Capabilities: WorkerCapabilities{Prefill: &EngineCapabilities{NumGPU: 1}, Decode: &EngineCapabilities{NumGPU: 1}}}
+			next, dec, diag, err := p.Decide(st, in)
+			require.NoError(t, err)
+			if st = next; diag.RanThroughput {
+				return dec, diag
+			}
 		}
+		require.FailNow(t, "no throughput tick in 100 ticks")
+		return Decision{}, Diagnostics{}
 	}
-	require.True(t, diag.RanThroughput)
+	dec, diag := throughputTick(2)
 	require.NotNil(t, dec.Prefill, "%v", diag.Notes)
 	require.NotNil(t, dec.Decode, "%v", diag.Notes)
 	require.Equal(t, config.MaxReplicas, *dec.Prefill, "%v", diag.Notes)
@@ -327,16 +330,7 @@ func TestDecide_TargetsWithinMaxReplicas(t *testing.T) {
 	require.Contains(t, fmt.Sprint(diag.Notes), "capped at 4096, the most replicas a pool may report")
 
 	// A pool already there is not ordered again (nor, at a count past it, down to it).
-	for range 100 {
-		in := Input{Now: p.NextTick(st).At, Workers: counts(config.MaxReplicas, config.MaxReplicas), Traffic: traffic(float64(cfg.ThroughputAdjustmentIntervalSeconds), 1e13, 3000, 300),
-			Capabilities: WorkerCapabilities{Prefill: &EngineCapabilities{NumGPU: 1}, Decode: &EngineCapabilities{NumGPU: 1}}}
-		st, dec, diag, err = p.Decide(st, in)
-		require.NoError(t, err)
-		if diag.RanThroughput {
-			break
-		}
-	}
-	require.True(t, diag.RanThroughput)
+	dec, diag = throughputTick(config.MaxReplicas)
 	require.True(t, dec.Empty(), "%v", diag.Notes)
 	require.Contains(t, fmt.Sprint(diag.Notes), "not ordered: the pool is at 4096")
 }
