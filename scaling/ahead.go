@@ -1149,8 +1149,20 @@ func erlangC(c int, a float64) float64 {
 	}
 	b := 1.0
 	for k := 1; k <= c; k++ {
-		b = a * b / (float64(k) + a*b)
+		b = nextErlangB(b, k, a)
 	}
+	return erlangCOfB(c, a, b)
+}
+
+// nextErlangB is Erlang's B formula for k servers at offered load a from its value b for
+// k−1 servers (the recurrence B(k) = a·B(k−1) / (k + a·B(k−1)), B(0) = 1).
+func nextErlangB(b float64, k int, a float64) float64 {
+	return a * b / (float64(k) + a*b)
+}
+
+// erlangCOfB is Erlang's C formula for c servers at offered load a < c from Erlang's B
+// formula b for the same c and a.
+func erlangCOfB(c int, a, b float64) float64 {
 	rho := a / float64(c)
 	return b / (1 - rho*(1-b))
 }
@@ -1158,7 +1170,9 @@ func erlangC(c int, a float64) float64 {
 // prefillEngines is the smallest prefill pool that serves rate requests/s (Poisson), each
 // needing service seconds on an engine, with at most missShare of them waiting
 // longer than slack seconds: M/G/c, Erlang C with the Allen–Cunneen correction for the
-// service time's squared coefficient of variation cs2. limit bounds the search.
+// service time's squared coefficient of variation cs2. limit bounds the search, which
+// extends Erlang's B recurrence one engine at a time (O(limit), not O(limit²): a load of
+// thousands of engines' worth with a slack far below the service time is a long search).
 func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int {
 	if rate <= 0 {
 		return 0
@@ -1168,9 +1182,14 @@ func prefillEngines(rate, service, slack, cs2, missShare float64, limit int) int
 		return limit
 	}
 	c := max(1, int(math.Floor(a))+1)
+	b := 1.0
+	for k := 1; k < c; k++ {
+		b = nextErlangB(b, k, a)
+	}
 	for ; c < limit; c++ {
+		b = nextErlangB(b, c, a) // c > a: the queue is stable
 		decay := (float64(c) - a) * slack / (service * (1 + cs2) / 2)
-		if erlangC(c, a)*math.Exp(-decay) <= missShare {
+		if erlangCOfB(c, a, b)*math.Exp(-decay) <= missShare {
 			break
 		}
 	}

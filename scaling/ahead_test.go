@@ -56,6 +56,38 @@ func TestPrefillEngines(t *testing.T) {
 		"rr-5-45's mid-rise: 2 engines let 3.5% wait past the slack")
 }
 
+// TestPrefillEngines_OneRecurrence: the search that extends Erlang's B recurrence one
+// engine at a time finds the very count a search computing Erlang's C afresh at every count
+// finds, bit for bit, over loads from a fraction of an engine to thousands of engines and
+// slacks from far below the service time to far above it.
+func TestPrefillEngines_OneRecurrence(t *testing.T) {
+	afresh := func(rate, service, slack, cs2, missShare float64, limit int) int {
+		a := rate * service
+		if a >= float64(limit) {
+			return limit
+		}
+		c := max(1, int(math.Floor(a))+1)
+		for ; c < limit; c++ {
+			decay := (float64(c) - a) * slack / (service * (1 + cs2) / 2)
+			if erlangC(c, a)*math.Exp(-decay) <= missShare {
+				break
+			}
+		}
+		return min(c, limit)
+	}
+	for _, rate := range []float64{0.3, 4, 45, 300, 2500, 30000} {
+		for _, slack := range []float64{1e-6, 0.01, 0.138, 2} {
+			for _, cs2 := range []float64{0, 1} {
+				for _, share := range []float64{aheadWaitMissShare, aheadForeseenWaitMissShare} {
+					want := afresh(rate, 0.062, slack, cs2, share, aheadMaxEngines)
+					require.Equal(t, want, prefillEngines(rate, 0.062, slack, cs2, share, aheadMaxEngines),
+						"rate %g, slack %g, cs² %g, share %g", rate, slack, cs2, share)
+				}
+			}
+		}
+	}
+}
+
 // TestForecast_Margins: the queueing margins are dropped only for a period followed on calm
 // arrivals.
 func TestForecast_Margins(t *testing.T) {
