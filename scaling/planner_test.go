@@ -610,3 +610,25 @@ func TestEdgeCases(t *testing.T) {
 		require.False(t, p.NextTick(st).Throughput)
 	})
 }
+
+// TestTrafficObservation_RequestsPerSecond: the rate a tick read is the count over the window,
+// and nothing (never zero, never an infinity JSON cannot carry) when either is unusable.
+func TestTrafficObservation_RequestsPerSecond(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		obs  *TrafficObservation
+		want *float64
+	}{
+		{"no observation", nil, nil},
+		{"count unread", &TrafficObservation{DurationS: 5}, nil},
+		{"no window", &TrafficObservation{NumReq: ptr(10.0)}, nil},
+		{"a negative window", &TrafficObservation{DurationS: -5, NumReq: ptr(10.0)}, nil},
+		{"past float64", &TrafficObservation{DurationS: 1e-300, NumReq: ptr(1e300)}, nil},
+		{"none arrived", &TrafficObservation{DurationS: 5, NumReq: ptr(0.0)}, ptr(0.0)},
+		{"40 req/s", &TrafficObservation{DurationS: 5, NumReq: ptr(200.0)}, ptr(40.0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.obs.RequestsPerSecond())
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package scaling
 
 import (
+	"math"
+
 	"github.com/llmplanner/planner/perf"
 )
 
@@ -123,6 +125,20 @@ type TrafficObservation struct {
 	KVHitRate *float64 `json:"kv_hit_rate,omitempty"`
 	// AcceptLength is the speculative-decoding accept length.
 	AcceptLength *float64 `json:"accept_length,omitempty"`
+}
+
+// RequestsPerSecond is the window's request rate, NumReq over DurationS; nil when the count
+// was not read, the window has no length, or the ratio is not a finite number (never zero
+// for an unread count, never an infinity that JSON cannot carry).
+func (o *TrafficObservation) RequestsPerSecond() *float64 {
+	if o == nil || o.NumReq == nil || !(o.DurationS > 0) {
+		return nil
+	}
+	r := *o.NumReq / o.DurationS
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return nil
+	}
+	return &r
 }
 
 // WorkerCounts is the connector's inventory (Dynamo's WorkerCounts). Nil counts mean

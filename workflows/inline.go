@@ -102,6 +102,7 @@ func (r *run) observeAll(tk scaling.Tick, rec *TickRecord) scaling.Input {
 			rec.Notes = append(rec.Notes, "traffic unreadable: "+res.TrafficError)
 		} else {
 			in.Traffic = res.Traffic
+			rec.ObservedRequestsPerSecond = res.Traffic.RequestsPerSecond()
 			if t := res.Traffic; t != nil && (t.TTFTMs != nil || t.ITLMs != nil) {
 				r.observed = &observedLatency{TTFTMs: t.TTFTMs, ITLMs: t.ITLMs, At: r.now()}
 				rec.ObservedTTFTMs, rec.ObservedITLMs = t.TTFTMs, t.ITLMs

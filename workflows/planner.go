@@ -521,6 +521,7 @@ func (r *run) scheduledTick(tk scaling.Tick) {
 			in.Traffic = tr
 			if tr != nil {
 				rec.ObservedTTFTMs, rec.ObservedITLMs = tr.TTFTMs, tr.ITLMs
+				rec.ObservedRequestsPerSecond = tr.RequestsPerSecond()
 			}
 		}
 	}

@@ -21,7 +21,9 @@ import (
 	"github.com/llmplanner/planner/workflows"
 )
 
-const demoHeader = "  time   tick  req/s   prefill    decode     TTFT est/obs (SLA)    ITL est/obs (SLA)   decision"
+// demoHeader heads the tick lines. req/s is the load generator's sent rate since the line
+// before, then the rate the tick read (its traffic window, what it decided on).
+const demoHeader = "  time   tick  req/s sent/read  prefill    decode     TTFT est/obs (SLA)    ITL est/obs (SLA)   decision"
 
 // demoRecorder collects the load generator's results and the deployment's replica counts.
 type demoRecorder struct {
@@ -153,6 +155,7 @@ type tickSample struct {
 	EstTTFT, EstITL  float64
 	ObsTTFT, ObsITL  float64
 	RequestRate      float64
+	ReadRate         float64 // the rate the tick read (NaN: none read)
 	Decision         string
 	ReadyPrefill     int
 	ReadyDecode      int
@@ -195,7 +198,10 @@ func (m *demoMonitor) line(v workflows.StateView) {
 	tk := v.LastTick
 	diag := tk.Diagnostics
 	s := tickSample{At: now, Tick: tk.Tick, EstTTFT: math.NaN(), EstITL: math.NaN(), ObsTTFT: mean(w.ttft), ObsITL: mean(w.itl),
-		RequestRate: float64(w.sent) / elapsed, ExpectedPrefill: math.NaN(), ExpectedDecode: math.NaN(), PredictedRequest: math.NaN()}
+		RequestRate: float64(w.sent) / elapsed, ReadRate: math.NaN(), ExpectedPrefill: math.NaN(), ExpectedDecode: math.NaN(), PredictedRequest: math.NaN()}
+	if tk.ObservedRequestsPerSecond != nil {
+		s.ReadRate = *tk.ObservedRequestsPerSecond
+	}
 	if diag != nil {
 		if diag.EstimatedTTFTMs != nil {
 			s.EstTTFT = *diag.EstimatedTTFTMs
@@ -224,8 +230,8 @@ func (m *demoMonitor) line(v workflows.StateView) {
 		notes = append(notes, diag.Notes...)
 	}
 	m.d.logger.Info("planner tick", "tick", tk.Tick, "decision", s.Decision, "notes", notes)
-	fmt.Fprintf(m.d.stdout, "%s %5d %6.1f   %-9s  %-9s  %5s/%-5s (%3.0f ms)   %5s/%-5s (%2.0f ms)  %s\n",
-		now.Format("15:04:05"), tk.Tick, s.RequestRate, p.String(), d.String(),
+	fmt.Fprintf(m.d.stdout, "%s %5d %7.1f/%-6s   %-9s  %-9s  %5s/%-5s (%3.0f ms)   %5s/%-5s (%2.0f ms)  %s\n",
+		now.Format("15:04:05"), tk.Tick, s.RequestRate, num(s.ReadRate), p.String(), d.String(),
 		num(s.EstTTFT), num(s.ObsTTFT), v.TTFTMs, num(s.EstITL), num(s.ObsITL), v.ITLMs, s.Decision)
 }
 
@@ -304,7 +310,17 @@ type tickRecord struct {
 	ReadyPrefill int     `json:"ready_prefill"`
 	ReadyDecode  int     `json:"ready_decode"`
 	RequestRate  float64 `json:"request_rate"`
-	Decision     string  `json:"decision"`
+	// ReadRate is the rate the tick read over its traffic window (absent: none read).
+	ReadRate *float64 `json:"read_request_rate,omitempty"`
+	Decision string   `json:"decision"`
+}
+
+// finiteOrNil is v, or nil when it is NaN (nothing measured) or infinite.
+func finiteOrNil(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }
 
 func nanToZero(v float64) float64 {
@@ -343,7 +359,7 @@ func (r *demoRecorder) machineSummary(ticks []tickSample, decisions int) demoSum
 	s.GPUSeconds, s.PeakPrefill, s.PeakDecode = r.gpuSeconds()
 	for _, t := range ticks {
 		s.Timeline = append(s.Timeline, tickRecord{Second: t.At.Sub(r.start).Seconds(), Tick: t.Tick, ReadyPrefill: t.ReadyPrefill,
-			ReadyDecode: t.ReadyDecode, RequestRate: t.RequestRate, Decision: t.Decision})
+			ReadyDecode: t.ReadyDecode, RequestRate: t.RequestRate, ReadRate: finiteOrNil(t.ReadRate), Decision: t.Decision})
 	}
 	return s
 }
@@ -395,12 +411,13 @@ func (r *demoRecorder) writeReport(path, traceName string, m *demoMonitor, summa
 		ready[1] = append(ready[1], report.Point{X: x, Y: float64(p.Decode.Ready)})
 	}
 	r.mu.Unlock()
-	var rate, estT, obsT, estI, obsI []report.Point
+	var rate, read, estT, obsT, estI, obsI []report.Point
 	for _, t := range m.ticks {
 		x := t.At.Sub(start).Seconds()
 		expected[0] = append(expected[0], report.Point{X: x, Y: t.ExpectedPrefill})
 		expected[1] = append(expected[1], report.Point{X: x, Y: t.ExpectedDecode})
 		rate = append(rate, report.Point{X: x, Y: t.RequestRate})
+		read = append(read, report.Point{X: x, Y: t.ReadRate})
 		estT = append(estT, report.Point{X: x, Y: t.EstTTFT})
 		obsT = append(obsT, report.Point{X: x, Y: t.ObsTTFT})
 		estI = append(estI, report.Point{X: x, Y: t.EstITL})
@@ -417,7 +434,8 @@ func (r *demoRecorder) writeReport(path, traceName string, m *demoMonitor, summa
 				{Name: "prefill ready", Points: ready[0], Step: true}, {Name: "decode ready", Points: ready[1], Step: true},
 				{Name: "prefill target", Points: expected[0], Step: true, Dashed: true, Color: "#1f77b4"},
 				{Name: "decode target", Points: expected[1], Step: true, Dashed: true, Color: "#d62728"}}},
-			{Title: "Request rate (sent per tick interval)", XLabel: "s", YLabel: "req/s", Series: []report.Series{{Name: "req/s", Points: rate}}},
+			{Title: "Request rate", XLabel: "s", YLabel: "req/s", Series: []report.Series{
+				{Name: "sent since the tick before", Points: rate}, {Name: "read by the tick (its traffic window)", Points: read, Dashed: true}}},
 			{Title: "TTFT", XLabel: "s", YLabel: "ms", Series: []report.Series{{Name: "observed mean", Points: obsT}, {Name: "planner estimate", Points: estT, Dashed: true}},
 				HLines: []report.HLine{{Name: "SLA", Y: r.cfg.TTFTMs}}},
 			{Title: "ITL", XLabel: "s", YLabel: "ms", Series: []report.Series{{Name: "observed mean", Points: obsI}, {Name: "planner estimate", Points: estI, Dashed: true}},

@@ -106,6 +106,13 @@ min_endpoint: 1
 	require.GreaterOrEqual(t, sum.PeakDecode, 2, "the load step scales the aggregated pool up")
 	last := sum.Timeline[len(sum.Timeline)-1]
 	require.Less(t, last.ReadyDecode, sum.PeakDecode, "after the step, the aggregated pool shrinks")
+	read := 0.0
+	for _, tk := range sum.Timeline {
+		if tk.ReadRate != nil {
+			read = max(read, *tk.ReadRate)
+		}
+	}
+	require.Greater(t, read, 10.0, "the ticks show the rate they read from the frontend's metrics: the step's 40 req/s at some tick")
 }
 
 // runDemoForTest runs `planner demo --mode mode` with a planner config on a step trace and

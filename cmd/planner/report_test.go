@@ -50,6 +50,7 @@ profile_results_dir: `+profile+"\n"), 0o644))
 	require.Equal(t, 0, code, errOut)
 
 	pc := plannerclient.New(srv.Client(), workflows.Deployment{Namespace: "prod", Name: "llama"})
+	var lastTick workflows.TickRecord
 	observed := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -58,12 +59,18 @@ profile_results_dir: `+profile+"\n"), 0o644))
 			return false
 		}
 		ticks, err := pc.Diagnostics(ctx)
-		return err == nil && len(ticks) > 0 && ticks[len(ticks)-1].ObservedTTFTMs != nil
+		if err != nil || len(ticks) == 0 || ticks[len(ticks)-1].ObservedTTFTMs == nil {
+			return false
+		}
+		lastTick = ticks[len(ticks)-1]
+		return true
 	}
 	eventually(t, "a decision and a tick with observed latencies", observed)
 	if t.Failed() {
 		return
 	}
+	require.NotNil(t, lastTick.ObservedRequestsPerSecond, "the tick records the rate it read")
+	require.InDelta(t, 40, *lastTick.ObservedRequestsPerSecond, 1e-9, "the script's 40 req/s")
 
 	out := filepath.Join(dir, "report.html")
 	code, stdout, errOut := runCLI("report", "--deployment", "prod/llama", "--out", out)
