@@ -202,3 +202,44 @@ func BenchmarkPrefillEngines(b *testing.B) {
 		prefillEngines(4000/0.062, 0.062, 0.062e-6, 1, aheadWaitMissShare, aheadMaxEngines)
 	}
 }
+
+// BenchmarkDecideAheadTickLargePool is one tick of the ahead policy on 2,000 prefill and 2,000
+// decode engines, each reporting an FPM, at 20,000 req/s: what grows with the pool (sorting
+// and reading the FPMs, the M/G/c search).
+func BenchmarkDecideAheadTickLargePool(b *testing.B) {
+	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := New(slaConfig(func(c *config.Config) {
+		c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.PolicyAhead, 200, 10, 8192
+	}), profile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := mustInit(b, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)})
+	const engines = 2000
+	input := func(now float64) Input {
+		in := aheadInput(now, engines, engines, engines, engines, 20000)
+		for i := range engines {
+			in.FPM.Prefill = append(in.FPM.Prefill, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("p%d", i), WallTime: 0.06,
+				Scheduled: perf.ScheduledRequests{NumPrefillRequests: 1, SumPrefillTokens: 3000},
+				Queued:    perf.QueuedRequests{NumPrefillRequests: 2, SumPrefillTokens: 6000}})
+			in.FPM.Decode = append(in.FPM.Decode, perf.FPM{Version: perf.FPMVersion, WorkerID: fmt.Sprintf("d%d", i), WallTime: 0.008,
+				Scheduled: perf.ScheduledRequests{NumDecodeRequests: 12, SumDecodeKVTokens: 12 * 3150}})
+		}
+		return in
+	}
+	for now := 5.0; now <= 300; now += 5 {
+		if st, _, _, err = p.Decide(st, input(now)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	in := input(305)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := p.Decide(st, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -66,11 +66,25 @@ func latestFPMs(fpms []perf.FPM) []perf.FPM {
 
 // stats are the pool's latest FPMs the load loop decides from. FPMs of a schema version
 // other than perf.FPMVersion are left out, as Dynamo's planner drops them: they are neither
-// samples nor load (the observation step notes how many were skipped).
+// samples nor load (the observation step notes how many were skipped). Worked out once a
+// tick; callers only read them.
 func (t *tick) stats(c Component) []perf.FPM {
 	if t.in.FPM == nil {
 		return nil
 	}
+	if s, ok := t.fpmStats[c]; ok {
+		return s
+	}
+	s := t.latestSupported(c)
+	if t.fpmStats == nil {
+		t.fpmStats = map[Component][]perf.FPM{}
+	}
+	t.fpmStats[c] = s
+	return s
+}
+
+// latestSupported is stats worked out.
+func (t *tick) latestSupported(c Component) []perf.FPM {
 	fpms := t.in.FPM.Decode
 	if c == Prefill {
 		fpms = t.in.FPM.Prefill

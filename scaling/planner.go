@@ -435,6 +435,10 @@ type tick struct {
 	prefill, decode, agg *perf.EngineModel
 
 	predNumReq float64 // the throughput tick's predicted request count (classic sizing)
+
+	// fpmStats are the pools' FPMs as stats returns them, worked out once a tick (the
+	// sizing reads them several times; a pool of thousands of engines sorts thousands).
+	fpmStats map[Component][]perf.FPM
 }
 
 // Decide runs the loops due at in.Now on state st and returns the next state, the decision
