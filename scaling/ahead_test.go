@@ -75,17 +75,24 @@ func TestPrefillEngines_OneRecurrence(t *testing.T) {
 		}
 		return min(c, limit)
 	}
-	for _, rate := range []float64{0.3, 4, 45, 300, 2500, 30000} {
+	reachedLimit := false
+	// Rates up to 4,000 engines' worth (4000/0.062), under the bound of 4,096 and under a
+	// budget's bound of 5.
+	for _, rate := range []float64{0.3, 4, 45, 300, 2500, 30000, 4000 / 0.062} {
 		for _, slack := range []float64{1e-6, 0.01, 0.138, 2} {
 			for _, cs2 := range []float64{0, 1} {
 				for _, share := range []float64{aheadWaitMissShare, aheadForeseenWaitMissShare} {
-					want := afresh(rate, 0.062, slack, cs2, share, aheadMaxEngines)
-					require.Equal(t, want, prefillEngines(rate, 0.062, slack, cs2, share, aheadMaxEngines),
-						"rate %g, slack %g, cs² %g, share %g", rate, slack, cs2, share)
+					for _, limit := range []int{5, aheadMaxEngines} {
+						want := afresh(rate, 0.062, slack, cs2, share, limit)
+						require.Equal(t, want, prefillEngines(rate, 0.062, slack, cs2, share, limit),
+							"rate %g, slack %g, cs² %g, share %g, limit %d", rate, slack, cs2, share, limit)
+						reachedLimit = reachedLimit || (want == limit && rate*0.062 < float64(limit))
+					}
 				}
 			}
 		}
 	}
+	require.True(t, reachedLimit, "some search ran to its limit without finding a pool")
 }
 
 // TestForecast_Margins: the queueing margins are dropped only for a period followed on calm

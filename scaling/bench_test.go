@@ -195,8 +195,8 @@ func BenchmarkDecideAheadAggTick(b *testing.B) {
 }
 
 // BenchmarkPrefillEngines is the prefill pool's M/G/c search at its longest: a load of 4,000
-// engines' worth (of the 4,096 the search may reach) with a slack a millionth of the service
-// time, where the search walks about 150 counts past the load.
+// engines' worth with a slack a millionth of the service time, which needs about 4,135
+// engines, so the search walks every count from the load to the 4,096 it may reach.
 func BenchmarkPrefillEngines(b *testing.B) {
 	for b.Loop() {
 		prefillEngines(4000/0.062, 0.062, 0.062e-6, 1, aheadWaitMissShare, aheadMaxEngines)

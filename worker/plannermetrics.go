@@ -148,11 +148,9 @@ func (p *plannerMetrics) Observed(req workflows.ObserveAllRequest, res workflows
 		p.mu.Lock()
 		p.track(id).window = window
 		p.mu.Unlock()
-		var rps *float64
-		if tr.NumReq != nil && window > 0 {
-			v := *tr.NumReq / window
-			rps = &v
-		}
+		windowed := *tr
+		windowed.DurationS = window
+		rps := windowed.RequestsPerSecond() // as the tick records it
 		// An unreadable value is NaN, as Dynamo's; never zero.
 		for name, v := range map[string]*float64{
 			"dynamo_planner_observed_ttft_ms":                  tr.TTFTMs,

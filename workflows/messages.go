@@ -303,9 +303,10 @@ type TickRecord struct {
 	// the diagnostics query and `planner report` beside the estimates.
 	ObservedTTFTMs *float64 `json:"observed_ttft_ms,omitempty"`
 	ObservedITLMs  *float64 `json:"observed_itl_ms,omitempty"`
-	// ObservedRequestsPerSecond is the request rate over that window (nil: no window read,
-	// or its count unreadable): the traffic the tick decided on, where a load generator's
-	// own count covers other seconds.
+	// ObservedRequestsPerSecond is the request rate over that window: the traffic the tick
+	// decided on, where a load generator's own count covers other seconds (nil: no window
+	// read, its count unreadable, a window of no length, or a rate past float64:
+	// scaling.TrafficObservation.RequestsPerSecond).
 	ObservedRequestsPerSecond *float64 `json:"observed_requests_per_second,omitempty"`
 	// Notes explain guards and connector outcomes.
 	Notes []string `json:"notes,omitempty"`
