@@ -217,7 +217,7 @@ func livePage(s liveSnapshot) report.Page {
 		Tables: []report.Table{
 			{Title: "Summary", Header: []string{"setting", "value"}, Rows: summaryRows(s)},
 			{Title: "Decisions (oldest first)", Header: []string{"id", "time (UTC)", "tick", "source", "targets", "status", "error"}, Rows: decisionRows(v.Decisions)},
-			{Title: "Recent ticks (oldest first)", Header: []string{"tick", "time (UTC)", "kind", "ready", "decided", "load reason", "throughput reason", "TTFT ms est / obs", "ITL ms est / obs", "notes"}, Rows: tickRows(s.Ticks)},
+			{Title: "Recent ticks (oldest first)", Header: []string{"tick", "time (UTC)", "kind", "ready", "decided", "load reason", "throughput reason", "req/s read", "TTFT ms est / obs", "ITL ms est / obs", "notes"}, Rows: tickRows(s.Ticks)},
 		},
 		Charts: []report.Chart{
 			{Title: "Replica counts", XLabel: xLabel, YLabel: "replicas", Series: []report.Series{
@@ -328,7 +328,11 @@ func tickRows(ticks []workflows.TickRecord) [][]string {
 		if len(notes) > 300 {
 			notes = notes[:300] + "…"
 		}
-		rows = append(rows, []string{fmt.Sprint(tk.Tick), unixUTC(tk.At), tk.Kind, ready, decided, load, thr,
+		rate := ""
+		if r := tk.ObservedRequestsPerSecond; r != nil {
+			rate = strconv.FormatFloat(math.Round(*r*100)/100, 'f', -1, 64)
+		}
+		rows = append(rows, []string{fmt.Sprint(tk.Tick), unixUTC(tk.At), tk.Kind, ready, decided, load, thr, rate,
 			msPair(estT, tk.ObservedTTFTMs), msPair(estI, tk.ObservedITLMs), notes})
 	}
 	return rows

@@ -130,7 +130,7 @@ profile_results_dir: `+profile+"\n"), 0o644))
 // without diagnostics (an override tick) and a planner with no tick yet.
 func TestLivePageFromDiagnostics(t *testing.T) {
 	one, two := 1, 2
-	est, obs := 123.456, 412.5
+	est, obs, rate := 123.456, 412.5, 41.234
 	snap := liveSnapshot{
 		State: workflows.StateView{WorkflowID: "planner/ns/m", Deployment: workflows.Deployment{Namespace: "ns", Name: "m"},
 			Mode: "disagg", Target: "sla", Environment: "noop", TTFTMs: 300, ITLMs: 20, AsOf: "2026-11-24T22:00:00Z",
@@ -138,7 +138,7 @@ func TestLivePageFromDiagnostics(t *testing.T) {
 			Overrides: workflows.Overrides{PauseScaleDown: true}},
 		Config: config.Default(),
 		Ticks: []workflows.TickRecord{
-			{Tick: 3, Kind: "scheduled", At: 1795560000, ObservedTTFTMs: &obs, Diagnostics: &scaling.Diagnostics{
+			{Tick: 3, Kind: "scheduled", At: 1795560000, ObservedTTFTMs: &obs, ObservedRequestsPerSecond: &rate, Diagnostics: &scaling.Diagnostics{
 				ReadyPrefill: &one, ReadyDecode: &one, EstimatedTTFTMs: &est, Decision: scaling.Decision{Prefill: &two}, ThroughputReason: "scale_up"}},
 			{Tick: 4, Kind: "override", At: 1795560002, Applied: connectors.Targets{Decode: &two}, Notes: []string{"decode pinned"}},
 		},
@@ -147,9 +147,11 @@ func TestLivePageFromDiagnostics(t *testing.T) {
 	require.NoError(t, livePage(snap).Write(&b))
 	html := b.String()
 	for _, want := range []string{
-		"<td>prefill=2</td><td>applied</td>", // the decision
-		"<td>123.46 / 412.5</td>",            // estimated vs observed TTFT
+		"<td>prefill=2</td><td>applied</td>",    // the decision
+		"<td>41.23</td><td>123.46 / 412.5</td>", // the rate read, estimated vs observed TTFT
 		"<td>prefill=1 decode=1</td><td>prefill=2</td><td></td><td>scale_up</td>",
+		// An override tick read nothing: empty reasons, rate and latencies, then its note.
+		"<td>decode=2</td><td></td><td></td><td></td><td></td><td></td><td>decode pinned</td>",
 		"<td>override</td><td></td><td>decode=2</td>", // an override tick: what was applied
 		"scale-down paused",
 		"s since 2026-11-24 ",
