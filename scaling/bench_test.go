@@ -94,22 +94,39 @@ func BenchmarkDecideThroughputTick(b *testing.B) {
 	}
 }
 
-// BenchmarkDecideAheadTick is one tick of the ahead policy after ten minutes of steady
-// traffic at 20 req/s, its decode batch floored by 16 batches the engines ran within the ITL
-// SLA: within the profile at the sizing context (one profile batch search), or beyond it, at
-// longer contexts (the profile searched at each point's context too, once a tick: shownBeat).
-func BenchmarkDecideAheadTick(b *testing.B) {
+// benchAhead is a disaggregated ahead planner on the H200 profile (TTFT 200 ms, ITL 10 ms)
+// with a budget of budget GPUs, its models bootstrapped from the profile, and its first state.
+func benchAhead(b *testing.B, budget int) (*Planner, State) {
 	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
 	if err != nil {
 		b.Fatal(err)
 	}
 	p, err := New(slaConfig(func(c *config.Config) {
-		c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.PolicyAhead, 200, 10, 32
+		c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.PolicyAhead, 200, 10, budget
 	}), profile)
 	if err != nil {
 		b.Fatal(err)
 	}
-	warm := mustInit(b, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)})
+	return p, mustInit(b, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)})
+}
+
+// benchTicks runs the planner's 5 s ticks from 5 s to until on input's observations.
+func benchTicks(b *testing.B, p *Planner, st State, until float64, input func(now float64) Input) State {
+	var err error
+	for now := 5.0; now <= until; now += 5 {
+		if st, _, _, err = p.Decide(st, input(now)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st
+}
+
+// BenchmarkDecideAheadTick is one tick of the ahead policy after ten minutes of steady
+// traffic at 20 req/s, its decode batch floored by 16 batches the engines ran within the ITL
+// SLA: within the profile at the sizing context (one profile batch search), or beyond it, at
+// longer contexts (the profile searched at each point's context too, once a tick: shownBeat).
+func BenchmarkDecideAheadTick(b *testing.B) {
+	p, warm := benchAhead(b, 32)
 	input := func(now float64) Input {
 		in := aheadInput(now, 4, 4, 4, 4, 20)
 		for i := range 4 {
@@ -118,11 +135,7 @@ func BenchmarkDecideAheadTick(b *testing.B) {
 		}
 		return in
 	}
-	for now := 5.0; now <= 600; now += 5 {
-		if warm, _, _, err = p.Decide(warm, input(now)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	warm = benchTicks(b, p, warm, 600, input)
 	for _, tc := range []struct {
 		name    string
 		n, each float64 // the shown batches: n requests and up to 16 more, of each tokens
@@ -207,17 +220,7 @@ func BenchmarkPrefillEngines(b *testing.B) {
 // decode engines, each reporting an FPM, at 20,000 req/s: what grows with the pool (sorting
 // and reading the FPMs, the M/G/c search).
 func BenchmarkDecideAheadTickLargePool(b *testing.B) {
-	profile, err := perf.LoadProfile("../perf/testdata/profiles/h200-llama3.1-8b-fp8-tp1")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := New(slaConfig(func(c *config.Config) {
-		c.ScalingPolicy, c.TTFTMs, c.ITLMs, c.MaxGPUBudget = config.PolicyAhead, 200, 10, 8192
-	}), profile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := mustInit(b, p, 0, Bootstrap{PrefillFPMs: perf.PrefillBootstrapFPMs(profile.Prefill), DecodeFPMs: perf.DecodeBootstrapFPMs(profile.Decode)})
+	p, st := benchAhead(b, 8192)
 	const engines = 2000
 	input := func(now float64) Input {
 		in := aheadInput(now, engines, engines, engines, engines, 20000)
@@ -230,11 +233,7 @@ func BenchmarkDecideAheadTickLargePool(b *testing.B) {
 		}
 		return in
 	}
-	for now := 5.0; now <= 300; now += 5 {
-		if st, _, _, err = p.Decide(st, input(now)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	st = benchTicks(b, p, st, 300, input)
 	in := input(305)
 	b.ReportAllocs()
 	for b.Loop() {
