@@ -226,7 +226,7 @@ func livePage(s liveSnapshot) report.Page {
 				{Name: "decode expected", Points: expected[1], Step: true, Dashed: true, Color: "#d62728"},
 				{Name: "prefill throughput floor", Points: floor[0], Step: true, Dashed: true, Color: "#9467bd"},
 				{Name: "decode throughput floor", Points: floor[1], Step: true, Dashed: true, Color: "#8c564b"}}},
-			{Title: "Requests per throughput interval (observed vs predicted)", XLabel: xLabel, YLabel: "requests", Series: []report.Series{
+			{Title: "Requests per traffic window the ticks read (observed vs predicted; the ahead policy: per load interval)", XLabel: xLabel, YLabel: "requests", Series: []report.Series{
 				{Name: "observed", Points: obsReq}, {Name: "predicted", Points: predReq, Dashed: true}}},
 			{Title: "TTFT vs SLA (observed: the frontend's mean over the traffic window)", XLabel: xLabel, YLabel: "ms", Series: []report.Series{
 				{Name: "observed", Points: obsT}, {Name: "estimated", Points: estT, Dashed: true}}, HLines: []report.HLine{{Name: "SLA", Y: v.TTFTMs}}},
