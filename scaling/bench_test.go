@@ -191,11 +191,7 @@ func BenchmarkDecideAheadAggTick(b *testing.B) {
 				b.Fatal(err)
 			}
 			st := mustInit(b, p, 0, ProfileBootstrap(profile, config.ModeAgg))
-			for now := 5.0; now <= 600; now += 5 {
-				if st, _, _, err = p.Decide(st, aheadInput(now, 0, tc.ready, 0, tc.ready, tc.rate)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			st = benchTicks(b, p, st, 600, func(now float64) Input { return aheadInput(now, 0, tc.ready, 0, tc.ready, tc.rate) })
 			in := aheadInput(605, 0, tc.ready, 0, tc.ready, tc.rate)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -150,7 +150,9 @@ func (p *plannerMetrics) Observed(req workflows.ObserveAllRequest, res workflows
 		p.mu.Unlock()
 		windowed := *tr
 		windowed.DurationS = window
-		rps := windowed.RequestsPerSecond() // as the tick records it
+		// As the tick records it, over the asked window when the source gave none (every
+		// source gives it today).
+		rps := windowed.RequestsPerSecond()
 		// An unreadable value is NaN, as Dynamo's; never zero.
 		for name, v := range map[string]*float64{
 			"dynamo_planner_observed_ttft_ms":                  tr.TTFTMs,

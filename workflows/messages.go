@@ -304,7 +304,8 @@ type TickRecord struct {
 	ObservedTTFTMs *float64 `json:"observed_ttft_ms,omitempty"`
 	ObservedITLMs  *float64 `json:"observed_itl_ms,omitempty"`
 	// ObservedRequestsPerSecond is the request rate over that window: the traffic the tick
-	// decided on, where a load generator's own count covers other seconds (nil: no window
+	// read (what the ahead policy and Dynamo's throughput loop size from), where a load
+	// generator's own count covers other seconds (nil: no window
 	// read, its count unreadable, a window of no length, or a rate past float64:
 	// scaling.TrafficObservation.RequestsPerSecond).
 	ObservedRequestsPerSecond *float64 `json:"observed_requests_per_second,omitempty"`
