@@ -230,7 +230,8 @@ func TestStartWithAnUnusableHostTaskQueueFails(t *testing.T) {
 }
 
 // TestCurrentDetailsShowObservedLatencies: the Web UI's details put the frontend's observed
-// TTFT and ITL (from the throughput loop's traffic window) beside the SLA.
+// TTFT and ITL (from the throughput loop's traffic window) beside the SLA, and the request
+// rate the tick read.
 func TestCurrentDetailsShowObservedLatencies(t *testing.T) {
 	c := config.Default()
 	c.Mode, c.Environment, c.OptimizationTarget = config.ModeDisagg, config.EnvNoop, config.TargetSLA
@@ -249,6 +250,8 @@ func TestCurrentDetailsShowObservedLatencies(t *testing.T) {
 	})
 	h.finishedByContinueAsNew()
 	require.NotContains(t, before, "observed", "nothing observed before the first traffic window")
+	require.NotContains(t, before, "Traffic read")
+	require.Regexp(t, `Traffic read by tick \d+: 4\.0 req/s`, after, "the script's 4 req/s")
 	require.Contains(t, after, "· observed 412.5 ms / SLA 300 ms")
 	require.Contains(t, after, "· observed 17.2 ms / SLA 20 ms")
 }

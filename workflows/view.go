@@ -107,6 +107,9 @@ func (r *run) details(rec *TickRecord) {
 			b.WriteString(fmt.Sprintf("| %s | %s | %s | %s | %s |\n", c, ready, expected, load, thr))
 		}
 		b.WriteString("\n")
+		if r := rec.ObservedRequestsPerSecond; r != nil {
+			b.WriteString(fmt.Sprintf("Traffic read by tick %d: %.1f req/s\n\n", rec.Tick, *r))
+		}
 		var estTTFT, estITL *float64
 		if d != nil {
 			estTTFT, estITL = d.EstimatedTTFTMs, d.EstimatedITLMs
