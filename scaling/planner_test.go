@@ -1,8 +1,12 @@
 package scaling
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/llmplanner/planner/config"
@@ -630,5 +634,38 @@ func TestTrafficObservation_RequestsPerSecond(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, tc.obs.RequestsPerSecond())
 		})
+	}
+}
+
+// TestLatestFPMs: one FPM per (worker, rank), the last given, in key order — what a stable
+// sort by key and a pass keeping the last of each key give — over seeded random pools with
+// repeated reports, ranks and workers.
+func TestLatestFPMs(t *testing.T) {
+	reference := func(fpms []perf.FPM) []perf.FPM {
+		out := slices.Clone(fpms)
+		slices.SortStableFunc(out, func(a, b perf.FPM) int {
+			return cmp.Or(cmp.Compare(a.WorkerID, b.WorkerID), cmp.Compare(a.DPRank, b.DPRank))
+		})
+		var kept []perf.FPM
+		for _, f := range out {
+			if n := len(kept); n > 0 && kept[n-1].WorkerID == f.WorkerID && kept[n-1].DPRank == f.DPRank {
+				kept[n-1] = f
+				continue
+			}
+			kept = append(kept, f)
+		}
+		return kept
+	}
+	require.Nil(t, latestFPMs(nil))
+	rng := rand.New(rand.NewPCG(7, 69))
+	for range 200 {
+		fpms := make([]perf.FPM, rng.IntN(60)+1)
+		for i := range fpms {
+			// CounterID tells the reports of one key apart: the last given must be kept.
+			fpms[i] = perf.FPM{WorkerID: fmt.Sprintf("w%d", rng.IntN(8)), DPRank: int64(rng.IntN(3)), CounterID: int64(i)}
+		}
+		in := slices.Clone(fpms)
+		require.Equal(t, reference(fpms), latestFPMs(fpms))
+		require.Equal(t, in, fpms, "the FPMs given are left as they were")
 	}
 }
