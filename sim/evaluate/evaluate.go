@@ -94,6 +94,13 @@ type Row struct {
 	// Good counts the scored requests within both SLAs; Goodput is their share.
 	Good    int     `json:"good"`
 	Goodput float64 `json:"goodput"`
+	// WarmGoodput is the goodput of the requests arriving from WarmFromS, two startup delays
+	// after the scoring start: the first arrivals engines ordered on the scored traffic can
+	// serve (one startup to be ready, one for the traffic that asked for them to arrive).
+	// What a run loses before then is its cold start, which a planner running for the
+	// deployment's life pays once; nil when no request arrives from then on.
+	WarmGoodput *float64 `json:"goodput_warm"`
+	WarmFromS   float64  `json:"warm_from_s"`
 	// Misses split the finished requests that are not good by the SLA they miss: the TTFT
 	// only, the ITL only, or both (replay.Scores).
 	replay.Misses
@@ -589,6 +596,10 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 	for _, s := range res.Replicas {
 		r.PeakPrefill = max(r.PeakPrefill, s.Prefill.Ready+s.Prefill.Starting+s.Prefill.Draining)
 		r.PeakDecode = max(r.PeakDecode, s.Decode.Ready+s.Decode.Starting+s.Decode.Draining)
+	}
+	r.WarmFromS = from + 2*p.Scenario.StartupSeconds
+	if w := replay.Score(res.Requests, p.Scenario.SLA.TTFTMs, p.Scenario.SLA.ITLMs, r.WarmFromS); w.Requests > 0 {
+		r.WarmGoodput = &w.Goodput
 	}
 	r.Timeline = timeline(res, p.Scenario.SLA, TimelineStepSeconds)
 	r.KVHitRate = res.KVHitRate

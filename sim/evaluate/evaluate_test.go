@@ -570,6 +570,46 @@ func TestRow_KeepsChargesOutsideTheSamples(t *testing.T) {
 	require.InDelta(t, (100-from)/3600, row.DecodeGPUHours, 1e-12)
 }
 
+// TestRow_WarmGoodput: the warm goodput counts the requests arriving from two startups
+// after the scoring start only; without any from then on it is nil, never 0.
+func TestRow_WarmGoodput(t *testing.T) {
+	sc, err := LoadScenario(writeScenario(t, validScenario))
+	require.NoError(t, err)
+	require.Positive(t, sc.StartupSeconds)
+	from := sc.ScoredFrom()
+	warmFrom := from + 2*sc.StartupSeconds
+	good := func(at float64) replay.Record {
+		return replay.Record{Arrival: at, OSL: 1, TTFTMs: 1, Finished: true}
+	}
+	late := func(at float64) replay.Record { // over any TTFT SLA
+		return replay.Record{Arrival: at, OSL: 1, TTFTMs: 1e9, Finished: true}
+	}
+	tests := []struct {
+		name     string
+		recs     []replay.Record
+		goodput  float64
+		warm     *float64
+		warmSeen bool
+	}{
+		{"cold misses only", []replay.Record{late(from), late(warmFrom - 1), good(warmFrom), good(warmFrom + 1)}, 0.5, new(1.0), true},
+		{"misses once warm", []replay.Record{good(from), late(warmFrom), good(warmFrom + 5), good(warmFrom + 9)}, 0.75, new(2.0 / 3), true},
+		{"none from the warm start", []replay.Record{good(from), late(warmFrom - 1)}, 0.5, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			row := Plan{Scenario: sc}.row("ahead", KindPolicy, sc.StartupDelay(), replay.Result{Requests: tc.recs, Duration: warmFrom + 10})
+			require.InDelta(t, tc.goodput, row.Goodput, 1e-12)
+			require.Equal(t, warmFrom, row.WarmFromS)
+			if !tc.warmSeen {
+				require.Nil(t, row.WarmGoodput)
+				return
+			}
+			require.NotNil(t, row.WarmGoodput)
+			require.InDelta(t, *tc.warm, *row.WarmGoodput, 1e-12)
+		})
+	}
+}
+
 // TestShippedScenarios: every scenario in scenarios/ loads, and dynamo-sla-e2e runs the
 // planner as Dynamo's E2E test did (planner_sla --ttft 200 --itl 10 --adjustment-interval=60
 // --no-correction, the CLI defaults otherwise) from 1P 1D, scoring every request.

@@ -605,9 +605,14 @@ func TestRobustReport_BySource(t *testing.T) {
 		return RobustCase{Name: name, Source: src, LowerBoundGPUHours: 1,
 			Rows: []Row{row("ahead", KindPolicy, ahead, aheadH), row("slo-static", KindSLOStatic, static, staticH)}}
 	}
+	warm := func(c RobustCase, ahead float64) RobustCase {
+		c.Rows[0].WarmGoodput = &ahead
+		return c
+	}
 	rep := &RobustReport{Seed: 1, Budget: 48, StartupS: 60, Cases: []RobustCase{
-		c("case-00-azure-code", SourceAzureCode, 0.90, 2, 0.96, 1),
-		c("case-01-sinusoid", SourceSinusoid, 0.99, 3, 0.97, 2),
+		// Cold, then 96% from the warm start; 99% throughout; no request after the warm start.
+		warm(c("case-00-azure-code", SourceAzureCode, 0.90, 2, 0.96, 1), 0.96),
+		warm(c("case-01-sinusoid", SourceSinusoid, 0.99, 3, 0.97, 2), 0.99),
 		c("case-02-azure-code", SourceAzureCode, 0.97, 4, 0.98, 1),
 	}}
 	sums := rep.SourceSummaries()
@@ -624,8 +629,13 @@ func TestRobustReport_BySource(t *testing.T) {
 
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
-	require.Contains(t, md.String(), "| azure-code | ahead | 2 | 90.0% | 93.5% | 1 of 2 | - | 3.00 | - |")
-	require.Contains(t, md.String(), "| sinusoid | ahead | 1 | 99.0% | 99.0% | 1 of 1 | - | 1.50 | - |")
+	require.Equal(t, 1, sums[0].Runs[0].WarmCases, "case 02 has no request after the warm start")
+	require.Equal(t, 1, sums[0].Runs[0].WarmMeets95, "case 00 meets 95% once warm")
+	require.Contains(t, md.String(), "| cases ≥ 95% | cases ≥ 95% from 180 s |", "warm from the scoring start (60 s) plus two startups")
+	require.Contains(t, md.String(), "| ahead | 90.0% | 97.0% | 3 of 3 | 2 of 3 | 2 of 2 | 3.00 / 4.00 |")
+	require.Contains(t, md.String(), "| slo-static | 96.0% | 97.0% | 3 of 3 | 3 of 3 | - | 1.00 / 2.00 |", "no warm goodput: -")
+	require.Contains(t, md.String(), "| azure-code | ahead | 2 | 90.0% | 93.5% | 1 of 2 | 1 of 1 | - | 3.00 | - |")
+	require.Contains(t, md.String(), "| sinusoid | ahead | 1 | 99.0% | 99.0% | 1 of 1 | 1 of 1 | - | 1.50 | - |")
 	require.NotContains(t, md.String(), "| azure-code | slo-static |", "the policies only")
 
 	// Trace files of the user's own: one summary per file, named by it.
