@@ -94,11 +94,14 @@ type Row struct {
 	// Good counts the scored requests within both SLAs; Goodput is their share.
 	Good    int     `json:"good"`
 	Goodput float64 `json:"goodput"`
-	// WarmGoodput is the goodput of the requests arriving from WarmFromS, two startup delays
-	// after the scoring start: the first arrivals engines ordered on the scored traffic can
-	// serve (one startup to be ready, one for the traffic that asked for them to arrive).
-	// What a run loses before then is its cold start, which a planner running for the
-	// deployment's life pays once; nil when no request arrives from then on.
+	// WarmGoodput is the goodput of the requests arriving from WarmFromS, two of the
+	// scenario's startup delays after the scoring start: the first arrivals engines ordered
+	// on the scored traffic can serve (one startup to be ready, one for the traffic that
+	// asked for them to arrive). What a run loses before then is its cold start, which a
+	// planner running for the deployment's life pays once; nil when no request arrives from
+	// then on. The delay is the scenario's, not the row's StartupS, so every row counts the
+	// same requests: a sweep row replayed at a longer startup is still partly cold there,
+	// and with a startup of 0 the warm goodput is the goodput.
 	WarmGoodput *float64 `json:"goodput_warm"`
 	WarmFromS   float64  `json:"warm_from_s"`
 	// Misses split the finished requests that are not good by the SLA they miss: the TTFT

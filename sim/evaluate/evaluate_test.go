@@ -597,17 +597,31 @@ func TestRow_WarmGoodput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			row := Plan{Scenario: sc}.row("ahead", KindPolicy, sc.StartupDelay(), replay.Result{Requests: tc.recs, Duration: warmFrom + 10})
-			require.InDelta(t, tc.goodput, row.Goodput, 1e-12)
-			require.Equal(t, warmFrom, row.WarmFromS)
-			if !tc.warmSeen {
-				require.Nil(t, row.WarmGoodput)
-				return
+			// A static row is replayed with no startup; the warm start is the scenario's
+			// all the same, so every row counts the same requests.
+			for _, startup := range []time.Duration{sc.StartupDelay(), 0, 3 * sc.StartupDelay()} {
+				row := Plan{Scenario: sc}.row("ahead", KindPolicy, startup, replay.Result{Requests: tc.recs, Duration: warmFrom + 10})
+				require.InDelta(t, tc.goodput, row.Goodput, 1e-12)
+				require.Equal(t, warmFrom, row.WarmFromS, "startup %v", startup)
+				if !tc.warmSeen {
+					require.Nil(t, row.WarmGoodput)
+					continue
+				}
+				require.NotNil(t, row.WarmGoodput)
+				require.InDelta(t, *tc.warm, *row.WarmGoodput, 1e-12)
 			}
-			require.NotNil(t, row.WarmGoodput)
-			require.InDelta(t, *tc.warm, *row.WarmGoodput, 1e-12)
 		})
 	}
+
+	// A scenario scored from its start is warm two startups in.
+	zero := *sc
+	zero.ScoredFromSeconds = new(0.0)
+	recs := []replay.Record{late(0), late(2*sc.StartupSeconds - 1), good(2 * sc.StartupSeconds)}
+	row := Plan{Scenario: &zero}.row("ahead", KindPolicy, zero.StartupDelay(), replay.Result{Requests: recs, Duration: 3 * sc.StartupSeconds})
+	require.Equal(t, 2*sc.StartupSeconds, row.WarmFromS)
+	require.InDelta(t, 1.0/3, row.Goodput, 1e-12)
+	require.NotNil(t, row.WarmGoodput)
+	require.InDelta(t, 1.0, *row.WarmGoodput, 1e-12)
 }
 
 // TestShippedScenarios: every scenario in scenarios/ loads, and dynamo-sla-e2e runs the

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -944,8 +945,10 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(w, "Trace files of your own, drawn in turn: %s.\n\n", strings.Join(names, "; "))
 		}
 	}
-	warmFrom := 3 * rep.StartupS // scored from one startup, warm two later (Row.WarmFromS)
-	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | cases ≥ 95%% from %g s | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|---|\n", warmFrom, 100*DefaultSLOGoodput)
+	// Scored from one startup, warm two later (Row.WarmFromS); rounded so a fractional
+	// startup prints as given, not with the float noise of its triple.
+	warmFrom := strconv.FormatFloat(math.Round(3*rep.StartupS*1e6)/1e6, 'f', -1, 64)
+	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | cases ≥ 95%% from %s s | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|---|\n", warmFrom, 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {
 		if v > 0 {
 			return fmt.Sprintf("%.2f", v)
@@ -959,7 +962,7 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 	}
 	// By source, the policies' rows only, when the cases drew more than one.
 	if sums := rep.SourceSummaries(); len(sums) > 1 {
-		fmt.Fprintf(w, "\nBy source (the policies):\n\n| source | run | cases | min goodput | median goodput | cases ≥ 95%% | cases ≥ 95%% from %g s | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|---|\n", warmFrom, 100*DefaultSLOGoodput)
+		fmt.Fprintf(w, "\nBy source (the policies):\n\n| source | run | cases | min goodput | median goodput | cases ≥ 95%% | cases ≥ 95%% from %s s | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|---|\n", warmFrom, 100*DefaultSLOGoodput)
 		policies := map[string]bool{}
 		for _, r := range rep.Cases[0].Rows {
 			policies[r.Name] = r.Kind == KindPolicy

@@ -638,6 +638,13 @@ func TestRobustReport_BySource(t *testing.T) {
 	require.Contains(t, md.String(), "| sinusoid | ahead | 1 | 99.0% | 99.0% | 1 of 1 | 1 of 1 | - | 1.50 | - |")
 	require.NotContains(t, md.String(), "| azure-code | slo-static |", "the policies only")
 
+	// A fractional startup prints its triple as given, not with float noise (3 × 0.7).
+	frac := *rep
+	frac.StartupS = 0.7
+	md.Reset()
+	require.NoError(t, frac.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| cases ≥ 95% from 2.1 s |")
+
 	// Trace files of the user's own: one summary per file, named by it.
 	mine, other := c("case-03-trace", SourceTrace, 0.95, 1, 0.95, 1), c("case-04-trace", SourceTrace, 0.80, 1, 0.95, 1)
 	mine.Trace, other.Trace = "mine.csv", "other.csv, model GPT-4"
