@@ -459,6 +459,16 @@ published:
 	require.Contains(t, md.String(), "| startup s | p goodput | GPU-h |")
 	require.Contains(t, md.String(), "(the scenario's initial deployment)")
 	require.Contains(t, md.String(), "scored from 0 s (every request counts")
+	require.Contains(t, md.String(), fmt.Sprintf("\"Goodput once warm\" counts the requests from %g s, two startups after", 2*sc.StartupSeconds))
+	require.Contains(t, md.String(), "| goodput | goodput once warm |")
+	for _, r := range rep.Rows {
+		warm := "-"
+		if r.WarmGoodput != nil {
+			warm = fmt.Sprintf("%.1f%%", 100**r.WarmGoodput)
+		}
+		require.Contains(t, md.String(), fmt.Sprintf("| %s | %s | %g | ", r.Name, r.Kind, r.StartupS), r.Name)
+		require.Contains(t, md.String(), fmt.Sprintf(" | %.1f%% | %s | ", 100*r.Goodput, warm), r.Name)
+	}
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "ordering as published")
 	require.NoError(t, rep.WriteHTML(&html))

@@ -16,7 +16,7 @@ import (
 )
 
 // tableHeader is the comparison table's columns.
-var tableHeader = []string{"run", "kind", "startup s", "deployment", "goodput", "TTFT p50/p90/p99 ms",
+var tableHeader = []string{"run", "kind", "startup s", "deployment", "goodput", "goodput once warm", "TTFT p50/p90/p99 ms",
 	"ITL p50/p90/p99 ms", "GPU-h", "÷ bound", "GPU-h/1k good", "actions", "reversals", "peak P/D", "note"}
 
 // cells are a row's table cells; bound is the report's lower bound on GPU-hours.
@@ -33,7 +33,11 @@ func (r Row) cells(bound float64) []string {
 	if dep == "" {
 		dep = "-"
 	}
-	return []string{r.Name, r.Kind, fmt.Sprintf("%g", r.StartupS), dep, fmt.Sprintf("%.1f%%", 100*r.Goodput),
+	warm := "-"
+	if r.WarmGoodput != nil {
+		warm = fmt.Sprintf("%.1f%%", 100**r.WarmGoodput)
+	}
+	return []string{r.Name, r.Kind, fmt.Sprintf("%g", r.StartupS), dep, fmt.Sprintf("%.1f%%", 100*r.Goodput), warm,
 		fmt.Sprintf("%.0f / %.0f / %.0f", r.TTFT.P50, r.TTFT.P90, r.TTFT.P99),
 		fmt.Sprintf("%.1f / %.1f / %.1f", r.ITL.P50, r.ITL.P90, r.ITL.P99),
 		fmt.Sprintf("%.2f", r.GPUHours), ratio, per, fmt.Sprint(r.ScaleActions), fmt.Sprint(r.Reversals),
@@ -127,11 +131,17 @@ func (rep *Report) scoring() string {
 			from = "every request counts, as a benchmark client counts them"
 		}
 	}
+	warm := ""
+	if len(rep.Rows) > 0 {
+		warm = fmt.Sprintf(" \"Goodput once warm\" counts the requests from %g s, two startups after the scoring start: "+
+			"past the cold start a planner pays once in its deployment's life (\"-\": none arrives then).",
+			rep.Rows[0].WarmFromS)
+	}
 	return fmt.Sprintf("Policies start from %s (%s); "+
 		"scored from %g s (%s); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
-		"or idle engine; \"÷ bound\" is GPU-h over it).", start, why,
-		rep.ScoredFromS, from, rep.LowerBoundGPUHours)
+		"or idle engine; \"÷ bound\" is GPU-h over it).%s", start, why,
+		rep.ScoredFromS, from, rep.LowerBoundGPUHours, warm)
 }
 
 // published is the comparison with the published figures: an introduction, and a table
