@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -466,9 +468,15 @@ published:
 		if r.WarmGoodput != nil {
 			warm = fmt.Sprintf("%.1f%%", 100**r.WarmGoodput)
 		}
-		require.Contains(t, md.String(), fmt.Sprintf("| %s | %s | %g | ", r.Name, r.Kind, r.StartupS), r.Name)
-		require.Contains(t, md.String(), fmt.Sprintf(" | %.1f%% | %s | ", 100*r.Goodput, warm), r.Name)
+		dep := cmp.Or(r.Deployment, "-")
+		require.Contains(t, md.String(), fmt.Sprintf("\n| %s | %s | %g | %s | %.1f%% | %s | ", r.Name, r.Kind, r.StartupS, dep, 100*r.Goodput, warm), r.Name)
 	}
+	// A row without a warm goodput keeps every column in place.
+	cold := rep.Rows[0]
+	cold.WarmGoodput = nil
+	require.Len(t, cold.cells(1), len(tableHeader))
+	require.Len(t, rep.Rows[0].cells(1), len(tableHeader))
+	require.Equal(t, "-", cold.cells(1)[slices.Index(tableHeader, "goodput once warm")])
 	require.NoError(t, rep.WriteTable(&table))
 	require.Contains(t, table.String(), "ordering as published")
 	require.NoError(t, rep.WriteHTML(&html))

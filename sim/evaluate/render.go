@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,12 +132,10 @@ func (rep *Report) scoring() string {
 			from = "every request counts, as a benchmark client counts them"
 		}
 	}
-	warm := ""
-	if len(rep.Rows) > 0 {
-		warm = fmt.Sprintf(" \"Goodput once warm\" counts the requests from %g s, two startups after the scoring start: "+
-			"past the cold start a planner pays once in its deployment's life (\"-\": none arrives then).",
-			rep.Rows[0].WarmFromS)
-	}
+	// Every row's Row.WarmFromS: the scenario's scoring start plus two of its startups.
+	warm := fmt.Sprintf(" \"Goodput once warm\" counts the requests from %s s, two startups after the scoring start: "+
+		"past the cold start a planner pays once in its deployment's life (\"-\": none arrives then).",
+		roundedSeconds(rep.ScoredFromS+2*rep.StartupS))
 	return fmt.Sprintf("Policies start from %s (%s); "+
 		"scored from %g s (%s); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+
@@ -420,4 +419,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := fmt.Fprintln(w)
 	return err
+}
+
+// roundedSeconds formats seconds computed from a scenario's as given, without the float noise
+// of their arithmetic (3 × 0.7 s prints 2.1, not 2.0999999999999996).
+func roundedSeconds(s float64) string {
+	return strconv.FormatFloat(math.Round(s*1e6)/1e6, 'f', -1, 64)
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -945,9 +944,7 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(w, "Trace files of your own, drawn in turn: %s.\n\n", strings.Join(names, "; "))
 		}
 	}
-	// Scored from one startup, warm two later (Row.WarmFromS); rounded so a fractional
-	// startup prints as given, not with the float noise of its triple.
-	warmFrom := strconv.FormatFloat(math.Round(3*rep.StartupS*1e6)/1e6, 'f', -1, 64)
+	warmFrom := roundedSeconds(3 * rep.StartupS) // scored from one startup, warm two later (Row.WarmFromS)
 	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | cases ≥ 95%% from %s s | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|---|\n", warmFrom, 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {
 		if v > 0 {
