@@ -225,6 +225,10 @@ type job struct {
 	run  func(progress func(done, total int)) (Row, error)
 }
 
+// warmStart is when a run scored from scoredFrom is warm: two startup delays later, one for
+// the traffic that asks for engines to arrive and one for them to start (Row.WarmFromS).
+func warmStart(scoredFrom, startup float64) float64 { return scoredFrom + 2*startup }
+
 // Run evaluates the plan. Replays run in parallel; the rows come back in a fixed order:
 // the policies, the oracle, the best static deployment, the scenario's static deployments,
 // the sweep, the predictors.
@@ -600,7 +604,7 @@ func (p Plan) row(name, kind string, startup time.Duration, res replay.Result) R
 		r.PeakPrefill = max(r.PeakPrefill, s.Prefill.Ready+s.Prefill.Starting+s.Prefill.Draining)
 		r.PeakDecode = max(r.PeakDecode, s.Decode.Ready+s.Decode.Starting+s.Decode.Draining)
 	}
-	r.WarmFromS = from + 2*p.Scenario.StartupSeconds
+	r.WarmFromS = warmStart(from, p.Scenario.StartupSeconds)
 	if w := replay.Score(res.Requests, p.Scenario.SLA.TTFTMs, p.Scenario.SLA.ITLMs, r.WarmFromS); w.Requests > 0 {
 		r.WarmGoodput = &w.Goodput
 	}

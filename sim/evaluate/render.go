@@ -132,10 +132,9 @@ func (rep *Report) scoring() string {
 			from = "every request counts, as a benchmark client counts them"
 		}
 	}
-	// Every row's Row.WarmFromS: the scenario's scoring start plus two of its startups.
 	warm := fmt.Sprintf(" \"Goodput once warm\" counts the requests from %s s, two startups after the scoring start: "+
 		"past the cold start a planner pays once in its deployment's life (\"-\": none arrives then).",
-		roundedSeconds(rep.ScoredFromS+2*rep.StartupS))
+		roundedSeconds(warmStart(rep.ScoredFromS, rep.StartupS))) // every row's WarmFromS
 	return fmt.Sprintf("Policies start from %s (%s); "+
 		"scored from %g s (%s); lower bound %.2f GPU-h "+
 		"(every prompt at the best prefill throughput, every request at its decode capacity at the ITL SLA, no queueing "+

@@ -944,7 +944,7 @@ func (rep *RobustReport) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(w, "Trace files of your own, drawn in turn: %s.\n\n", strings.Join(names, "; "))
 		}
 	}
-	warmFrom := roundedSeconds(3 * rep.StartupS) // scored from one startup, warm two later (Row.WarmFromS)
+	warmFrom := roundedSeconds(warmStart(rep.StartupS, rep.StartupS)) // each case is scored from one startup
 	fmt.Fprintf(w, "| run | min goodput | median goodput | cases ≥ 90%% | cases ≥ 95%% | cases ≥ 95%% from %s s | GPU-h ÷ bound, median / max | ÷ best static, median | ÷ static at %.0f%%, median | ÷ oracle, median |\n|---|---|---|---|---|---|---|---|---|---|\n", warmFrom, 100*DefaultSLOGoodput)
 	ratio := func(v float64) string {
 		if v > 0 {
